@@ -1,0 +1,56 @@
+package handoff
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Every error the library returns about a particular object
+// wraps one of these, so callers can test with [errors.Is].
+var (
+	// ErrInvalidSet means an observed set cannot be classified: it lacks its
+	// generation or role, or its resource list cannot be read.
+	ErrInvalidSet = errors.New("invalid set")
+	// ErrInvalidDesired means the desired generation is malformed: an empty
+	// generation ID, a duplicate or empty role name, a dependency on an
+	// unknown role, or a dependency cycle.
+	ErrInvalidDesired = errors.New("invalid desired generation")
+	// ErrNameTaken means a set's deterministic name is held by an object that
+	// is not the set the executor meant to create.
+	ErrNameTaken = errors.New("set name is taken")
+	// ErrInvalidFamily means a [Family] lacks a field the operation needs.
+	ErrInvalidFamily = errors.New("invalid family")
+)
+
+// SetError reports a problem with one set, named by its name.
+type SetError struct {
+	Name string
+	Err  error
+}
+
+func (e *SetError) Error() string { return fmt.Sprintf("set %q: %v", e.Name, e.Err) }
+
+// Unwrap returns the underlying error.
+func (e *SetError) Unwrap() error { return e.Err }
+
+// RoleError reports a problem with one role of the desired generation.
+type RoleError struct {
+	Role string
+	Err  error
+}
+
+func (e *RoleError) Error() string { return fmt.Sprintf("role %q: %v", e.Role, e.Err) }
+
+// Unwrap returns the underlying error.
+func (e *RoleError) Unwrap() error { return e.Err }
+
+// ResourceError reports a problem with one resource a set lists.
+type ResourceError struct {
+	Ref Ref
+	Err error
+}
+
+func (e *ResourceError) Error() string { return fmt.Sprintf("%s: %v", e.Ref, e.Err) }
+
+// Unwrap returns the underlying error.
+func (e *ResourceError) Unwrap() error { return e.Err }

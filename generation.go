@@ -1,0 +1,297 @@
+package handoff
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Labels and annotations the library writes on the sets it manages.
+const (
+	// DefaultRoleLabel carries a set's role on sets the executor creates.
+	DefaultRoleLabel = "handoff.kube-handoff.io/role"
+	// DefaultSupersededAnnotation names the generation that supersedes a set.
+	// A set controller that finds it on its set must not write resources the
+	// superseding generation also lists (see [Guard]).
+	DefaultSupersededAnnotation = "handoff.kube-handoff.io/superseded-by"
+)
+
+// Family describes one family of sets: the sets of one component and type,
+// found with one label selector, and how to read them. The library never
+// plans, writes or deletes anything for a set outside its family.
+//
+// tektoncd/operator's main sets of TektonPipeline are the family with
+// Resource operator.tekton.dev/v1alpha1 tektoninstallersets, Kind
+// TektonInstallerSet, Selector {operator.tekton.dev/created-by:
+// TektonPipeline, operator.tekton.dev/type: main} and GenerationLabel
+// operator.tekton.dev/release-version.
+type Family struct {
+	// Resource is the set kind's resource. Sets are cluster-scoped.
+	Resource schema.GroupVersionResource
+	// Kind is the set kind, for ownerReferences.
+	Kind string
+	// Selector holds the labels every set of the family carries. It must
+	// not be empty: an empty selector would take in every set of the kind.
+	Selector map[string]string
+	// GenerationLabel holds a set's generation ID.
+	GenerationLabel string
+	// RoleLabel holds a set's role; empty means [DefaultRoleLabel].
+	RoleLabel string
+	// RoleOf classifies sets that carry no role label, such as sets made
+	// before the library was used. Nil means such sets are invalid.
+	RoleOf func(set *unstructured.Unstructured) (role string, ok bool)
+	// HashAnnotation holds a hash of a set's content; a change of it within
+	// one generation is an update in place. Empty means no hashes.
+	HashAnnotation string
+	// SupersededAnnotation marks a set superseded by a newer generation;
+	// empty means [DefaultSupersededAnnotation].
+	SupersededAnnotation string
+	// Resources lists the resources a set holds. Nil means [Manifests]
+	// with the set's spec.manifests.
+	Resources func(set *unstructured.Unstructured) ([]Ref, error)
+	// TargetNamespace is the namespace that namespaced resources listed
+	// without one land in (tektoncd/operator: the set's
+	// operator.tekton.dev/target-namespace annotation). Nil leaves them
+	// without a namespace.
+	TargetNamespace func(set *unstructured.Unstructured) string
+	// ClusterScoped tells which kinds have no namespace, so that
+	// TargetNamespace is not applied to them. Nil means [WellKnownClusterScoped].
+	ClusterScoped func(schema.GroupKind) bool
+	// Probe tells whether a set is Ready; nil means [ConditionProbe]{}.
+	Probe Probe
+	// NamePrefix starts the deterministic name of the sets the executor
+	// creates: NamePrefix + role + "-" + a hash of the generation. For
+	// tektoncd/operator that is "<kind>-main-", giving names such as
+	// pipeline-main-static-0f1e2d3c4b, in the shape GenerateName gave.
+	NamePrefix string
+}
+
+// Validate reports a family that cannot be used safely.
+func (f Family) Validate() error {
+	switch {
+	case f.Resource.Resource == "":
+		return fmt.Errorf("%w: no set resource", ErrInvalidFamily)
+	case len(f.Selector) == 0:
+		return fmt.Errorf("%w: %s: empty selector would select every set", ErrInvalidFamily, f.Resource.Resource)
+	case f.GenerationLabel == "":
+		return fmt.Errorf("%w: %s: no generation label", ErrInvalidFamily, f.Resource.Resource)
+	}
+	return nil
+}
+
+func (f Family) roleLabel() string {
+	if f.RoleLabel == "" {
+		return DefaultRoleLabel
+	}
+	return f.RoleLabel
+}
+
+func (f Family) supersededAnnotation() string {
+	if f.SupersededAnnotation == "" {
+		return DefaultSupersededAnnotation
+	}
+	return f.SupersededAnnotation
+}
+
+// LabelSelector returns the family's selector for List calls.
+func (f Family) LabelSelector() labels.Selector {
+	return labels.SelectorFromSet(f.Selector)
+}
+
+// Contains reports whether an object's labels place it in the family.
+func (f Family) Contains(labelSet map[string]string) bool {
+	return len(f.Selector) > 0 && f.LabelSelector().Matches(labels.Set(labelSet))
+}
+
+// SetName returns the deterministic name of the set of a generation and
+// role. Creating by this name, rather than by GenerateName, makes a retried
+// create after a lost response fail with AlreadyExists instead of making a
+// duplicate.
+func (f Family) SetName(generation, role string) string {
+	sum := sha256.Sum256([]byte(generation))
+	return f.NamePrefix + role + "-" + hex.EncodeToString(sum[:5])
+}
+
+// Set is one observed set of a family, reduced to what planning and
+// finalization need.
+type Set struct {
+	Name       string
+	UID        types.UID
+	Generation string
+	Role       string
+	Created    time.Time
+	// Deleting is true once the set has a deletionTimestamp. A deleting set
+	// is never Ready and never a successor.
+	Deleting bool
+	// SupersededBy is the generation that superseded this set, if any.
+	SupersededBy string
+	Readiness    Readiness
+	// Hash is the content hash from [Family.HashAnnotation].
+	Hash string
+	// Resources are the identities of the resources the set lists.
+	Resources []Ref
+	// Labels are the set's labels, kept so that the Planner can check
+	// family membership.
+	Labels map[string]string
+	// Object is the set as it was read; nil for sets built by hand in tests.
+	Object *unstructured.Unstructured
+}
+
+// String renders the set for a log line: name (generation/role).
+func (s Set) String() string { return fmt.Sprintf("%s (%s/%s)", s.Name, s.Generation, s.Role) }
+
+// Observe reads a set of the family. It fails with an error wrapping
+// [ErrInvalidSet] when the object is not in the family or lacks its
+// generation or role.
+func (f Family) Observe(u *unstructured.Unstructured) (Set, error) {
+	fail := func(format string, a ...any) (Set, error) {
+		return Set{}, &SetError{Name: u.GetName(), Err: fmt.Errorf("%w: "+format, append([]any{ErrInvalidSet}, a...)...)}
+	}
+	lbls := u.GetLabels()
+	if !f.Contains(lbls) {
+		return fail("labels %v do not match family selector %v", lbls, f.Selector)
+	}
+	s := Set{
+		Name:       u.GetName(),
+		UID:        u.GetUID(),
+		Generation: lbls[f.GenerationLabel],
+		Role:       lbls[f.roleLabel()],
+		Created:    u.GetCreationTimestamp().Time,
+		Deleting:   u.GetDeletionTimestamp() != nil,
+		Labels:     lbls,
+		Object:     u,
+	}
+	if s.Generation == "" {
+		return fail("no generation label %q", f.GenerationLabel)
+	}
+	if s.Role == "" && f.RoleOf != nil {
+		s.Role, _ = f.RoleOf(u)
+	}
+	if s.Role == "" {
+		return fail("no role label %q and no role could be derived", f.roleLabel())
+	}
+	ann := u.GetAnnotations()
+	s.SupersededBy = ann[f.supersededAnnotation()]
+	if f.HashAnnotation != "" {
+		s.Hash = ann[f.HashAnnotation]
+	}
+	probe := f.Probe
+	if probe == nil {
+		probe = ConditionProbe{}
+	}
+	s.Readiness = probe.Ready(u)
+	if s.Deleting {
+		s.Readiness = Readiness{State: NotReady, Reason: "Deleting", Message: "set is being deleted"}
+	}
+	read := f.Resources
+	if read == nil {
+		read = func(u *unstructured.Unstructured) ([]Ref, error) { return Manifests(u, "spec", "manifests") }
+	}
+	refs, err := read(u)
+	if err != nil {
+		return Set{}, &SetError{Name: u.GetName(), Err: fmt.Errorf("%w: %w", ErrInvalidSet, err)}
+	}
+	if f.TargetNamespace != nil {
+		if ns := f.TargetNamespace(u); ns != "" {
+			scoped := f.ClusterScoped
+			if scoped == nil {
+				scoped = WellKnownClusterScoped
+			}
+			for i := range refs {
+				if refs[i].Namespace == "" && !scoped(refs[i].GroupKind()) {
+					refs[i].Namespace = ns
+				}
+			}
+		}
+	}
+	s.Resources = refs
+	return s, nil
+}
+
+// ObserveAll reads every object of a List of the family, in the given order.
+func (f Family) ObserveAll(items []unstructured.Unstructured) ([]Set, error) {
+	out := make([]Set, 0, len(items))
+	for i := range items {
+		s, err := f.Observe(&items[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Manifests reads the identities of the objects in the list at fields of u,
+// such as spec.manifests of a TektonInstallerSet. Every entry must have a
+// kind and a name.
+func Manifests(u *unstructured.Unstructured, fields ...string) ([]Ref, error) {
+	items, _, err := unstructured.NestedSlice(u.Object, fields...)
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]Ref, 0, len(items))
+	for i, it := range items {
+		m, ok := it.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("manifest %d is not an object", i)
+		}
+		r := RefOf(&unstructured.Unstructured{Object: m})
+		if r.Kind == "" || r.Name == "" {
+			return nil, fmt.Errorf("manifest %d has no kind or name", i)
+		}
+		refs = append(refs, r)
+	}
+	return refs, nil
+}
+
+var wellKnownClusterScoped = map[schema.GroupKind]bool{
+	{Kind: "Namespace"}:        true,
+	{Kind: "PersistentVolume"}: true,
+	{Kind: "Node"}:             true,
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}:                         true,
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}:                  true,
+	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:                 true,
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}:   true,
+	{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}:     true,
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicy"}:        true,
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingAdmissionPolicyBinding"}: true,
+	{Group: "apiregistration.k8s.io", Kind: "APIService"}:                             true,
+	{Group: "scheduling.k8s.io", Kind: "PriorityClass"}:                               true,
+	{Group: "storage.k8s.io", Kind: "StorageClass"}:                                   true,
+	{Group: "storage.k8s.io", Kind: "CSIDriver"}:                                      true,
+	{Group: "networking.k8s.io", Kind: "IngressClass"}:                                true,
+	{Group: "policy", Kind: "PodSecurityPolicy"}:                                      true,
+}
+
+// WellKnownClusterScoped reports whether gk is one of the cluster-scoped
+// kinds built into Kubernetes that operators commonly install.
+func WellKnownClusterScoped(gk schema.GroupKind) bool { return wellKnownClusterScoped[gk] }
+
+// Desired is the generation the caller wants installed.
+type Desired struct {
+	// Generation is the generation ID, such as a release version.
+	Generation string
+	// Roles are the generation's roles, in dependency order: a role's
+	// dependencies come before it. Retirement goes in reverse order.
+	Roles []Role
+}
+
+// Role is one set of the desired generation.
+type Role struct {
+	Name string
+	// After names roles whose sets must be Ready before this role's set is
+	// created (tektoncd/operator: deployment after static).
+	After []string
+	// Resources the role's set lists. The Planner does not need them; the
+	// executor and the dry run report them.
+	Resources []Ref
+	// Hash is the content hash; a set of this role with another hash is
+	// updated in place. Empty means the content is not compared.
+	Hash string
+}

@@ -1,0 +1,153 @@
+package handoff
+
+import (
+	"cmp"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Ref identifies a resource by GroupKind, namespace and name. It leaves out
+// the version on purpose: an upgrade may move an object from v1beta1 to v1
+// and it is still the same object, as manifestival's In filter sees it.
+type Ref struct {
+	Group     string
+	Kind      string
+	Namespace string
+	Name      string
+}
+
+// RefOf returns the identity of an object.
+func RefOf(u *unstructured.Unstructured) Ref {
+	gk := u.GroupVersionKind().GroupKind()
+	return Ref{Group: gk.Group, Kind: gk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}
+}
+
+// GroupKind returns the reference's group and kind.
+func (r Ref) GroupKind() schema.GroupKind { return schema.GroupKind{Group: r.Group, Kind: r.Kind} }
+
+// String renders the reference as Kind.group namespace/name, for example
+// "Deployment.apps tekton-pipelines/tekton-pipelines-webhook".
+func (r Ref) String() string {
+	s := r.Kind
+	if r.Group != "" {
+		s += "." + r.Group
+	}
+	s += " "
+	if r.Namespace != "" {
+		s += r.Namespace + "/"
+	}
+	return s + r.Name
+}
+
+func compareRefs(a, b Ref) int {
+	return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Kind, b.Kind),
+		cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+// Owner says who owns a live object, from the point of view of one set.
+type Owner string
+
+// The owners an object can have. Only UIDs are compared: a name can be
+// reused by a new object, a UID cannot.
+const (
+	// OwnedBySet: every ownerReference names the set in question.
+	OwnedBySet Owner = "OwnedBySet"
+	// OwnedByFamily: every ownerReference names a set of the family, and at
+	// least one names another set than the one in question.
+	OwnedByFamily Owner = "OwnedByFamily"
+	// OwnedByOther: some ownerReference names an object outside the family.
+	OwnedByOther Owner = "OwnedByOther"
+	// Unowned: the object has no ownerReferences at all.
+	Unowned Owner = "Unowned"
+)
+
+// OwnerOf classifies the ownerReferences of a live object relative to set
+// and the sets of its family.
+func OwnerOf(obj *unstructured.Unstructured, set Set, family []Set) Owner {
+	refs := obj.GetOwnerReferences()
+	if len(refs) == 0 {
+		return Unowned
+	}
+	uids := make(map[types.UID]bool, len(family)+1)
+	uids[set.UID] = true
+	for _, s := range family {
+		uids[s.UID] = true
+	}
+	result := OwnedBySet
+	for _, r := range refs {
+		switch {
+		case !uids[r.UID]:
+			return OwnedByOther
+		case r.UID != set.UID:
+			result = OwnedByFamily
+		}
+	}
+	return result
+}
+
+// Handover moves ownership of an object from the set with UID from to the
+// owner to, and returns the new ownerReferences and whether they changed.
+//
+// The reference to from is removed. The reference to to is added if it is
+// missing. If from was the controller and no other reference is, the
+// reference to to becomes the controller. blockOwnerDeletion is carried over
+// from the removed reference when to gets it new. Every other reference is
+// kept as it is, in its order.
+func Handover(refs []metav1.OwnerReference, from types.UID, to metav1.OwnerReference) ([]metav1.OwnerReference, bool) {
+	var (
+		out       = make([]metav1.OwnerReference, 0, len(refs)+1)
+		fromRef   *metav1.OwnerReference
+		toIdx     = -1
+		otherCtrl bool
+		changed   bool
+	)
+	for i := range refs {
+		r := refs[i]
+		switch {
+		case r.UID == from:
+			fromRef = &refs[i]
+			changed = true
+			continue
+		case r.UID == to.UID:
+			toIdx = len(out)
+		case r.Controller != nil && *r.Controller:
+			otherCtrl = true
+		}
+		out = append(out, r)
+	}
+	if toIdx < 0 {
+		n := to
+		n.Controller, n.BlockOwnerDeletion = nil, nil
+		if fromRef != nil {
+			n.BlockOwnerDeletion = fromRef.BlockOwnerDeletion
+		}
+		out = append(out, n)
+		toIdx = len(out) - 1
+		changed = true
+	}
+	if fromRef != nil && fromRef.Controller != nil && *fromRef.Controller && !otherCtrl {
+		if c := out[toIdx].Controller; c == nil || !*c {
+			t := true
+			out[toIdx].Controller = &t
+			changed = true
+		}
+	}
+	return out, changed
+}
+
+// OwnerReference returns a controller reference to a set, as a set controller
+// writes it on the resources it installs.
+func (f Family) OwnerReference(s Set) metav1.OwnerReference {
+	t := true
+	return metav1.OwnerReference{
+		APIVersion:         f.Resource.GroupVersion().String(),
+		Kind:               f.Kind,
+		Name:               s.Name,
+		UID:                s.UID,
+		Controller:         &t,
+		BlockOwnerDeletion: &t,
+	}
+}
