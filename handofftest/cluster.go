@@ -1,0 +1,340 @@
+package handofftest
+
+import (
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+)
+
+// Actors the cluster itself writes as. They appear in [Write.Actor].
+const (
+	// GCActor is the actor of writes made by the simulated garbage
+	// collector: deletion of dependents, removal of dangling owner
+	// references and of the foregroundDeletion and orphan finalizers.
+	GCActor = "garbage-collector"
+	// SeedActor is the actor of objects stored with [Cluster.Add].
+	SeedActor = "seed"
+)
+
+// Finalizers the cluster interprets, as the real garbage collector does.
+const (
+	// FinalizerForeground is added by a delete with Foreground propagation
+	// and removed once no blocking dependent remains.
+	FinalizerForeground = "foregroundDeletion"
+	// FinalizerOrphan makes the garbage collector drop owner references to
+	// a deleting object from its dependents, then the finalizer itself.
+	FinalizerOrphan = "orphan"
+)
+
+// Key identifies an object independently of its API version: GroupKind,
+// namespace and name, the same identity as handoff.Ref.
+type Key struct {
+	Group     string
+	Kind      string
+	Namespace string
+	Name      string
+}
+
+// KeyOf returns the key of an object from its apiVersion, kind, namespace
+// and name.
+func KeyOf(u *unstructured.Unstructured) Key {
+	gvk := u.GroupVersionKind()
+	return Key{Group: gvk.Group, Kind: gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}
+}
+
+// String renders the key as "group/Kind namespace/name", leaving out an
+// empty group or namespace.
+func (k Key) String() string {
+	var b strings.Builder
+	if k.Group != "" {
+		b.WriteString(k.Group)
+		b.WriteByte('/')
+	}
+	b.WriteString(k.Kind)
+	b.WriteByte(' ')
+	if k.Namespace != "" {
+		b.WriteString(k.Namespace)
+		b.WriteByte('/')
+	}
+	b.WriteString(k.Name)
+	return b.String()
+}
+
+// Option configures [NewCluster].
+type Option func(*Cluster)
+
+// WithClock sets the time of the fake clock and the step it advances by
+// on every API call. The defaults are 2025-01-01T00:00:00Z and one second
+// (timestamps in object metadata have a resolution of one second).
+func WithClock(start time.Time, step time.Duration) Option {
+	return func(c *Cluster) {
+		c.now = start.UTC()
+		c.step = step
+	}
+}
+
+// WithSeed seeds the random suffixes given to names created from
+// metadata.generateName. The default seed is 1.
+func WithSeed(seed int64) Option {
+	return func(c *Cluster) { c.rand = rand.New(rand.NewSource(seed)) }
+}
+
+// WithoutAutoGC stops the cluster from collecting garbage after every
+// write; call [Cluster.CollectGarbage] to run a pass.
+func WithoutAutoGC() Option {
+	return func(c *Cluster) { c.autoGC = false }
+}
+
+// kindInfo is what the cluster knows of a registered resource.
+type kindInfo struct {
+	gvr        schema.GroupVersionResource
+	kind       string
+	namespaced bool
+}
+
+func (k kindInfo) gvk() schema.GroupVersionKind { return k.gvr.GroupVersion().WithKind(k.kind) }
+
+func (k kindInfo) groupKind() schema.GroupKind {
+	return schema.GroupKind{Group: k.gvr.Group, Kind: k.kind}
+}
+
+// Cluster is a fake API server holding objects in memory. It serves them
+// through real [dynamic.Interface] clients, keeps a fake clock, records
+// the lifetime of every object and every write, and injects faults. A
+// Cluster is safe for use by several goroutines at once.
+type Cluster struct {
+	mu sync.Mutex
+
+	kinds map[schema.GroupVersionResource]kindInfo
+	byGK  map[schema.GroupKind]kindInfo
+	order []schema.GroupVersionResource // registration order, for Mapper
+
+	objects map[Key]*unstructured.Unstructured
+	rv      int64
+	uids    int64
+	now     time.Time
+	step    time.Duration
+	rand    *rand.Rand
+	autoGC  bool
+
+	timelines map[Key][]Interval
+	writes    []Write
+	actions   []Action
+	calls     map[CallKey]int
+	faults    []installedFault
+}
+
+// NewCluster returns an empty cluster that knows the common built-in kinds
+// (see [Cluster.Register]).
+func NewCluster(opts ...Option) *Cluster {
+	c := &Cluster{
+		kinds:     map[schema.GroupVersionResource]kindInfo{},
+		byGK:      map[schema.GroupKind]kindInfo{},
+		objects:   map[Key]*unstructured.Unstructured{},
+		now:       time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC),
+		step:      time.Second,
+		rand:      rand.New(rand.NewSource(1)),
+		autoGC:    true,
+		timelines: map[Key][]Interval{},
+		calls:     map[CallKey]int{},
+	}
+	for _, k := range builtinKinds {
+		c.Register(k.gvr, k.kind, k.namespaced)
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+var builtinKinds = []kindInfo{
+	{schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, "ConfigMap", true},
+	{schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, "Secret", true},
+	{schema.GroupVersionResource{Version: "v1", Resource: "services"}, "Service", true},
+	{schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}, "ServiceAccount", true},
+	{schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, "Namespace", false},
+	{schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}, "PersistentVolumeClaim", true},
+	{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, "Deployment", true},
+	{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}, "StatefulSet", true},
+	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"}, "Role", true},
+	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}, "RoleBinding", true},
+	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}, "ClusterRole", false},
+	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}, "ClusterRoleBinding", false},
+	{schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"}, "ValidatingWebhookConfiguration", false},
+	{schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"}, "MutatingWebhookConfiguration", false},
+	{schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}, "APIService", false},
+	{schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}, "CustomResourceDefinition", false},
+	{schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}, "PodDisruptionBudget", true},
+	{schema.GroupVersionResource{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"}, "HorizontalPodAutoscaler", true},
+}
+
+// Register makes the cluster serve a resource: gvr is what clients
+// address, kind its Kind and namespaced its scope. Calls for resources
+// that were not registered fail with NotFound. Registering a GroupKind
+// again replaces the earlier registration.
+func (c *Cluster) Register(gvr schema.GroupVersionResource, kind string, namespaced bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := kindInfo{gvr: gvr, kind: kind, namespaced: namespaced}
+	if old, ok := c.byGK[k.groupKind()]; ok {
+		delete(c.kinds, old.gvr)
+	}
+	if old, ok := c.kinds[gvr]; ok {
+		delete(c.byGK, old.groupKind())
+	}
+	if _, ok := c.kinds[gvr]; !ok {
+		c.order = append(c.order, gvr)
+	}
+	c.kinds[gvr] = k
+	c.byGK[k.groupKind()] = k
+}
+
+// Mapper returns a REST mapper that knows every kind registered so far,
+// with its scope; a mapping asked for without a version gets the
+// registered one. It is a snapshot: kinds registered later are not in it.
+func (c *Cluster) Mapper() meta.RESTMapper {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var gvs []schema.GroupVersion
+	seen := map[schema.GroupVersion]bool{}
+	for _, gvr := range c.order {
+		if gv := gvr.GroupVersion(); !seen[gv] {
+			seen[gv] = true
+			gvs = append(gvs, gv)
+		}
+	}
+	m := meta.NewDefaultRESTMapper(gvs)
+	for _, gvr := range c.order {
+		k, ok := c.kinds[gvr]
+		if !ok {
+			continue
+		}
+		scope := meta.RESTScopeRoot
+		if k.namespaced {
+			scope = meta.RESTScopeNamespace
+		}
+		singular := gvr.GroupVersion().WithResource(strings.ToLower(k.kind))
+		m.AddSpecific(k.gvk(), gvr, singular, scope)
+	}
+	return m
+}
+
+// Dynamic returns a client whose calls are attributed to the empty actor.
+func (c *Cluster) Dynamic() dynamic.Interface { return c.ClientFor("") }
+
+// ClientFor returns a client whose calls and writes are attributed to
+// actor, so that each simulated component can be told apart in
+// [Cluster.Writes], [Cluster.Actions] and [Cluster.Calls], and be given
+// its own faults.
+func (c *Cluster) ClientFor(actor string) dynamic.Interface {
+	return &client{c: c, actor: actor}
+}
+
+// Now returns the time of the fake clock.
+func (c *Cluster) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Tick advances the fake clock by one step and returns the new time. Every
+// API call does this before it takes effect.
+func (c *Cluster) Tick() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tick()
+}
+
+func (c *Cluster) tick() time.Time {
+	c.now = c.now.Add(c.step)
+	return c.now
+}
+
+// Add stores objects as they are, bypassing faults, as fixtures: each must
+// be of a registered kind and have a name; it keeps its metadata.uid,
+// creationTimestamp, generation, deletionTimestamp and status when they
+// are set (a deletionTimestamp needs finalizers), otherwise they are
+// assigned as on create. Add advances the clock by one step and records
+// the objects as created by [SeedActor]; it runs no garbage collection.
+func (c *Cluster) Add(objs ...*unstructured.Unstructured) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.tick()
+	for _, in := range objs {
+		if err := c.seed(in, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Get returns a copy of the stored object with the given key.
+func (c *Cluster) Get(key Key) (*unstructured.Unstructured, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o, ok := c.objects[key]
+	if !ok {
+		return nil, false
+	}
+	return o.DeepCopy(), true
+}
+
+// Exists reports whether an object with the given key is stored now,
+// whether or not it is being deleted.
+func (c *Cluster) Exists(key Key) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.objects[key]
+	return ok
+}
+
+// Objects returns copies of all stored objects, sorted by key.
+func (c *Cluster) Objects() []*unstructured.Unstructured {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*unstructured.Unstructured, 0, len(c.objects))
+	for _, k := range c.sortedKeys() {
+		out = append(out, c.objects[k].DeepCopy())
+	}
+	return out
+}
+
+func (c *Cluster) sortedKeys() []Key {
+	keys := make([]Key, 0, len(c.objects))
+	for k := range c.objects {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keyLess(keys[i], keys[j]) })
+	return keys
+}
+
+func keyLess(a, b Key) bool {
+	if a.Group != b.Group {
+		return a.Group < b.Group
+	}
+	if a.Kind != b.Kind {
+		return a.Kind < b.Kind
+	}
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	return a.Name < b.Name
+}
+
+func (c *Cluster) nextRV() string {
+	c.rv++
+	return fmt.Sprint(c.rv)
+}
+
+func (c *Cluster) nextUID() string {
+	c.uids++
+	return fmt.Sprintf("00000000-0000-0000-0000-%012d", c.uids)
+}

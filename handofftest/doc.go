@@ -1,0 +1,36 @@
+// Package handofftest is a test kit for code built on package handoff: a
+// fake cluster with the API-server semantics that
+// k8s.io/client-go/dynamic/fake lacks, which records what happens to
+// every object and injects faults.
+//
+// A [Cluster] hands out real [k8s.io/client-go/dynamic.Interface] clients
+// ([Cluster.Dynamic], [Cluster.ClientFor]) that library code uses
+// unchanged. Writes through them behave like a real API server: UIDs,
+// creationTimestamp, generation and resourceVersion are assigned;
+// conflicting resourceVersions, changed UIDs and failed delete
+// preconditions are refused; generateName gets a random suffix; status is
+// written only through the status subresource; finalizers hold objects in
+// deletion; Background, Foreground and Orphan propagation and the garbage
+// collection of dependents follow ownerReferences ([Cluster.CollectGarbage]).
+//
+// Time is a fake clock ([Cluster.Now]) that advances one step per API
+// call, so runs are reproducible. The cluster records the lifetime of
+// every object ([Cluster.Timeline]), every change of state with the actor
+// that made it ([Cluster.Writes]) and every call ([Cluster.Actions],
+// [Cluster.Calls]), which is what invariant checkers need. Faults
+// ([Cluster.InjectFaults], [FailNth], [RandomFaults]) fail calls before
+// they take effect or lose their response after.
+//
+// A Cluster is safe for concurrent use. Watches, server-side apply,
+// strategic merge patch and dry runs are not supported.
+//
+// Typical use:
+//
+//	c := handofftest.NewCluster()
+//	c.Register(setGVR, "TektonInstallerSet", false)
+//	c.InjectFaults(handofftest.FailNth(3, handofftest.AfterCommit, nil), "executor")
+//	runExecutor(ctx, c.ClientFor("executor"))
+//	for _, w := range c.Writes() {
+//		t.Log(w)
+//	}
+package handofftest
