@@ -1,0 +1,137 @@
+// Command upgrade is the main demonstration of handoff: it upgrades a
+// component shaped like tektoncd pipelines (over 60 resources in a static
+// and a deployment set, with admission webhooks and an APIService) from
+// v0.79.0 to v0.80.0 on the embedded fake cluster of package handofftest,
+// reconcile by reconcile, printing every plan, then a summary with the
+// availability gap of the resources both generations list.
+//
+// With -legacy it runs the same upgrade the way tektoncd/operator does
+// today (delete the main sets, finalizers delete every listed resource by
+// name, create the new sets afterwards) and prints both gaps side by side.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/kube-handoff/handoff/handofftest"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+const namespace = "tekton-pipelines"
+
+func main() {
+	legacy := flag.Bool("legacy", false, "also run the upgrade as tektoncd/operator does today, and compare the gaps")
+	flag.Parse()
+	ctx := context.Background()
+	ours, err := run(ctx, os.Stdout, false)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "upgrade:", err)
+		os.Exit(1)
+	}
+	fmt.Println(ours)
+	if *legacy {
+		old, err := run(ctx, io.Discard, true)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "legacy upgrade:", err)
+			os.Exit(1)
+		}
+		fmt.Println(old)
+	}
+}
+
+// summary is what one upgrade did to the component's resources.
+type summary struct {
+	name                       string
+	shared, obsolete, created  int
+	keptShared, pruned, exists int
+	gaps                       []handofftest.Gap
+	longest                    time.Duration
+	rounds                     int
+}
+
+func (s summary) String() string {
+	return fmt.Sprintf(`== %s: %d reconciles
+   shared resources (listed by both generations): %d, never absent: %d
+   obsolete resources (only in the old generation): %d, pruned: %d
+   new resources (only in the new generation): %d, created: %d
+   availability gap: %d absences of shared resources, longest %s of fake time
+`, s.name, s.rounds, s.shared, s.keptShared, s.obsolete, s.pruned, s.created, s.exists, len(s.gaps), s.longest)
+}
+
+func keys(ms map[string][]*unstructured.Unstructured) map[handofftest.Key]bool {
+	out := map[handofftest.Key]bool{}
+	for _, list := range ms {
+		for _, m := range list {
+			out[handofftest.KeyOf(m)] = true
+		}
+	}
+	return out
+}
+
+func run(ctx context.Context, out io.Writer, legacy bool) (summary, error) {
+	w := handofftest.NewWorld("TektonPipeline")
+	roles := []string{"static", "deployment"}
+	v1 := w.Desire("v0.79.0", roles, handofftest.Pipelines(namespace, "v0.79.0"))
+	v2 := w.Desire("v0.80.0", roles, handofftest.Pipelines(namespace, "v0.80.0"))
+	fmt.Fprintln(out, "# install v0.79.0")
+	w.Plans = out
+	if _, err := w.Converge(ctx, v1, 50); err != nil {
+		return summary{}, err
+	}
+	oldKeys, newKeys := keys(w.Manifests["v0.79.0"]), keys(w.Manifests["v0.80.0"])
+	var shared []handofftest.Key
+	s := summary{name: "handoff"}
+	if legacy {
+		s.name = "tektoncd/operator today"
+	}
+	for k := range oldKeys {
+		if newKeys[k] {
+			shared = append(shared, k)
+		} else {
+			s.obsolete++
+		}
+	}
+	s.shared = len(shared)
+	for k := range newKeys {
+		if !oldKeys[k] {
+			s.created++
+		}
+	}
+	fmt.Fprintln(out, "\n# upgrade to v0.80.0")
+	start := w.Cluster.Now()
+	var err error
+	if legacy {
+		s.rounds, err = w.ConvergeLegacy(ctx, v2, 50)
+	} else {
+		s.rounds, err = w.Converge(ctx, v2, 50)
+	}
+	if err != nil {
+		return s, err
+	}
+	if err := handofftest.CheckConverged(w.Cluster, w.Family, v2); err != nil {
+		return s, err
+	}
+	s.gaps = w.Cluster.Gaps(shared, start, w.Cluster.Now())
+	absent := map[handofftest.Key]bool{}
+	for _, g := range s.gaps {
+		absent[g.Key] = true
+		s.longest = max(s.longest, g.To.Sub(g.From))
+	}
+	s.keptShared = len(shared) - len(absent)
+	for k := range oldKeys {
+		if !newKeys[k] && !w.Cluster.Exists(k) {
+			s.pruned++
+		}
+	}
+	for k := range newKeys {
+		if !oldKeys[k] && w.Cluster.Exists(k) {
+			s.exists++
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,171 @@
+package handofftest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/kube-handoff/handoff"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// SetResource is the resource of the sets a [World] uses, shaped like
+// tektoncd/operator's TektonInstallerSet.
+var SetResource = schema.GroupVersionResource{Group: "operator.tekton.dev", Version: "v1alpha1", Resource: "tektoninstallersets"}
+
+// World is a fake cluster with one family of sets, an executor and a
+// simulated set controller: everything an upgrade test needs.
+type World struct {
+	Cluster    *Cluster
+	Family     handoff.Family
+	Executor   *handoff.Executor
+	Controller *SetController
+	// Manifests holds each desired role's manifests, by generation and role,
+	// for the executor's Build function.
+	Manifests map[string]map[string][]*unstructured.Unstructured
+	// Plans receives every plan as it is made, if not nil.
+	Plans io.Writer
+}
+
+// NewWorld makes a World for the family of one component kind, with the
+// label keys tektoncd/operator uses.
+func NewWorld(component string, opts ...Option) *World {
+	c := NewCluster(opts...)
+	c.Register(SetResource, "TektonInstallerSet", false)
+	fam := handoff.Family{
+		Resource:        SetResource,
+		Kind:            "TektonInstallerSet",
+		Selector:        map[string]string{"operator.tekton.dev/created-by": component, "operator.tekton.dev/type": "main"},
+		GenerationLabel: "operator.tekton.dev/release-version",
+		HashAnnotation:  "operator.tekton.dev/last-applied-hash",
+		NamePrefix:      "component-main-",
+	}
+	w := &World{Cluster: c, Family: fam, Manifests: map[string]map[string][]*unstructured.Unstructured{}}
+	prune := handoff.DefaultPruneOptions()
+	w.Executor = &handoff.Executor{
+		Family: fam, Dynamic: c.ClientFor("executor"), Mapper: c.Mapper(), Prune: prune,
+		RoleOrder: []string{"static", "deployment", "statefulset"},
+		Build:     w.build,
+	}
+	finalizer := *w.Executor
+	finalizer.Dynamic = c.ClientFor("controller")
+	w.Controller = &SetController{
+		Executor: &finalizer, Client: c.ClientFor("controller"), Mapper: c.Mapper(),
+		Finalizer: "tektoninstallersets.operator.tekton.dev", ReadyAfter: 2,
+		// As tektoncd/operator: no ownerReference on CRDs, Namespaces and
+		// admission webhook configurations (nor, here, APIServices).
+		Unowned: append([]schema.GroupKind{{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}, {Kind: "Namespace"}}, prune.Unowned...),
+	}
+	return w
+}
+
+// Desire registers the manifests of a generation's roles and returns the
+// matching desired generation; roles after the first wait for the first.
+func (w *World) Desire(generation string, roles []string, manifests map[string][]*unstructured.Unstructured) *handoff.Desired {
+	d := &handoff.Desired{Generation: generation}
+	w.Manifests[generation] = manifests
+	for i, r := range roles {
+		role := handoff.Role{Name: r}
+		if i > 0 {
+			role.After = []string{roles[0]}
+		}
+		for _, m := range manifests[r] {
+			role.Resources = append(role.Resources, handoff.RefOf(m))
+		}
+		d.Roles = append(d.Roles, role)
+	}
+	return d
+}
+
+func (w *World) build(_ context.Context, d handoff.Desired, r handoff.Role) (*unstructured.Unstructured, error) {
+	ms, ok := w.Manifests[d.Generation][r.Name]
+	if !ok {
+		return nil, fmt.Errorf("no manifests for %s/%s", d.Generation, r.Name)
+	}
+	items := make([]any, 0, len(ms))
+	for _, m := range ms {
+		items = append(items, m.DeepCopy().Object)
+	}
+	return &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"manifests": items}}}, nil
+}
+
+// Round is one reconcile of the executor followed by one of the set
+// controller.
+func (w *World) Round(ctx context.Context, desired *handoff.Desired) (handoff.Result, error) {
+	res, err := w.Executor.Step(ctx, desired)
+	if w.Plans != nil && res.Plan.Phase != "" {
+		fmt.Fprint(w.Plans, res.Plan)
+	}
+	cerr := w.Controller.Reconcile(ctx)
+	return res, errors.Join(err, cerr)
+}
+
+// Converge runs rounds until the executor's plan is settled and the
+// controller has nothing left to do, checking I5 after every round. Errors
+// of single rounds (injected faults) are retried; it fails after max rounds.
+func (w *World) Converge(ctx context.Context, desired *handoff.Desired, max int) (rounds int, err error) {
+	var gate Gate
+	var last error
+	for rounds = 1; rounds <= max; rounds++ {
+		res, err := w.Round(ctx, desired)
+		if desired != nil {
+			if gerr := gate.Observe(w.Cluster, w.Family, *desired); gerr != nil {
+				return rounds, gerr
+			}
+		}
+		if err != nil {
+			last = err
+			continue
+		}
+		if !res.Requeue {
+			return rounds, nil
+		}
+	}
+	return rounds, fmt.Errorf("not converged after %d rounds: %w", max, last)
+}
+
+// ConvergeLegacy upgrades the way tektoncd/operator does today: it deletes
+// every main set of the family with Foreground propagation, lets the
+// controller's finalizer delete every listed resource by name, and creates
+// the new sets only once the old ones are gone.
+func (w *World) ConvergeLegacy(ctx context.Context, desired *handoff.Desired, max int) (rounds int, err error) {
+	w.Controller.Legacy = true
+	defer func() { w.Controller.Legacy = false }()
+	sets := w.Cluster.ClientFor("executor").Resource(SetResource)
+	list, err := sets.List(ctx, metav1.ListOptions{LabelSelector: w.Family.LabelSelector().String()})
+	if err != nil {
+		return 0, err
+	}
+	fg := metav1.DeletePropagationForeground
+	for _, s := range list.Items {
+		if s.GetLabels()[w.Family.GenerationLabel] == desired.Generation {
+			continue
+		}
+		if err := sets.Delete(ctx, s.GetName(), metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
+			return 0, err
+		}
+	}
+	for rounds = 1; rounds <= max; rounds++ {
+		if err := w.Controller.Reconcile(ctx); err != nil {
+			return rounds, err
+		}
+		list, err := sets.List(ctx, metav1.ListOptions{LabelSelector: w.Family.LabelSelector().String()})
+		if err != nil {
+			return rounds, err
+		}
+		old := 0
+		for _, s := range list.Items {
+			if s.GetLabels()[w.Family.GenerationLabel] != desired.Generation {
+				old++
+			}
+		}
+		if old == 0 {
+			n, err := w.Converge(ctx, desired, max)
+			return rounds + n, err
+		}
+	}
+	return rounds, fmt.Errorf("old sets not gone after %d rounds", max)
+}
