@@ -1,0 +1,41 @@
+// Package handoff upgrades a Kubernetes operator's sets of resources from
+// one generation to the next with no availability gap: a readiness-gated,
+// blue/green handoff for operators that install components through set
+// objects, such as tektoncd/operator's TektonInstallerSets.
+//
+// The desired generation's sets are created beside the current ones under
+// deterministic names (a retried create never makes a duplicate); old sets
+// are retired, by name and UID, only once every desired set is Ready for its
+// current spec; and when an old set is finalized, every resource a live
+// successor still lists is kept and handed over to it, so neither the
+// finalizer nor the garbage collector removes what is still serving.
+//
+// The pieces:
+//   - [Family] describes one component's sets and how to read them;
+//     [Family.Observe] turns a set object into a [Set].
+//   - [Planner.Plan] is pure: observed sets and a [Desired] generation in, a
+//     [Plan] of [Action] values out, printable and comparable.
+//   - [Finalization] and [LiveVerdict] decide what finalizing a set deletes,
+//     keeps or skips; [Handover] moves ownerReferences to a successor.
+//   - [Guard] tells a set controller whether it may write a resource while
+//     generations coexist, so the old one does not revert the new one.
+//   - [Executor] is the only code that talks to the API server:
+//     [Executor.Step] once per reconcile, [Executor.Finalize] from the set
+//     controller's finalizer.
+//
+// The set controller's contract: put a finalizer on each set and call
+// [Executor.Finalize] from it instead of deleting every listed resource by
+// name; before applying a resource, ask [Guard.MayApply] and leave the
+// resource alone when it says no; write status.observedGeneration with the
+// Ready condition.
+//
+// Usage, in a reconciler:
+//
+//	res, err := exec.Step(ctx, &handoff.Desired{Generation: "v0.80.0", Roles: roles})
+//	if err != nil {
+//		return err
+//	}
+//	if res.Requeue {
+//		return requeueAfter(res.Waiting)
+//	}
+package handoff
