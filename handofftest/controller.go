@@ -90,10 +90,12 @@ func (c *SetController) reconcileSet(ctx context.Context, s handoff.Set, family 
 			return err
 		}
 		rest := slices.DeleteFunc(slices.Clone(obj.GetFinalizers()), func(f string) bool { return f == c.Finalizer })
-		return patchMeta(ctx, sets, obj, map[string]any{"finalizers": rest})
+		_, err := patchMeta(ctx, sets, obj, map[string]any{"finalizers": rest})
+		return err
 	}
 	if !has {
-		if err := patchMeta(ctx, sets, obj, map[string]any{"finalizers": append(slices.Clone(obj.GetFinalizers()), c.Finalizer)}); err != nil {
+		var err error
+		if obj, err = patchMeta(ctx, sets, obj, map[string]any{"finalizers": append(slices.Clone(obj.GetFinalizers()), c.Finalizer)}); err != nil {
 			return err
 		}
 	}
@@ -195,12 +197,11 @@ func (c *SetController) resource(r handoff.Ref) (dynamic.ResourceInterface, erro
 	return c.Client.Resource(m.Resource), nil
 }
 
-func patchMeta(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured, fields map[string]any) error {
+func patchMeta(ctx context.Context, client dynamic.ResourceInterface, obj *unstructured.Unstructured, fields map[string]any) (*unstructured.Unstructured, error) {
 	fields["resourceVersion"] = obj.GetResourceVersion()
 	data, err := json.Marshal(map[string]any{"metadata": fields})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = client.Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{})
-	return err
+	return client.Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{})
 }
