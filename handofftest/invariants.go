@@ -124,11 +124,15 @@ func (g *Gate) Observe(c *Cluster, fam handoff.Family, desired handoff.Desired) 
 	}
 	ready := map[string]bool{}
 	live := map[string]bool{}
+	roles := map[string]bool{}
+	for _, r := range desired.Roles {
+		roles[r.Name] = true
+	}
 	for _, s := range sets {
-		if s.Generation == desired.Generation && !s.Deleting && s.Readiness.State == handoff.Ready {
+		if s.Generation == desired.Generation && roles[s.Role] && !s.Deleting && s.Readiness.State == handoff.Ready {
 			ready[s.Role] = true
 		}
-		if s.Generation != desired.Generation && !s.Deleting {
+		if (s.Generation != desired.Generation || !roles[s.Role]) && !s.Deleting {
 			live[s.Name] = true
 		}
 	}
