@@ -3,6 +3,8 @@ package handoff_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -326,5 +328,91 @@ func TestCoreSteadyStateIsOneList(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]int{"list": 1}, got); diff != "" {
 		t.Errorf("steady-state calls (-want +got):\n%s", diff)
+	}
+}
+
+// Over random families, no plan retires an old set while a desired set is
+// not Ready (I5), none retires the single kept set of a desired role, and no
+// action names a set outside the family (I4).
+func TestCorePlannerPropertiesOverRandomFamilies(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	gens := []string{"v1", "v2", "v3"}
+	roles := []string{"static", "deployment", "statefulset", "extra"}
+	states := []handoff.State{handoff.Ready, handoff.NotReady, handoff.Unknown}
+	p := handoff.Planner{Family: family, RoleOrder: roles}
+	for iter := range 2000 {
+		var sets []handoff.Set
+		for i := range rng.IntN(9) {
+			s := mk(fmt.Sprintf("s%d", i), gens[rng.IntN(3)], roles[rng.IntN(4)], rng.IntN(4), states[rng.IntN(3)])
+			s.Deleting = rng.IntN(5) == 0
+			s.Hash = []string{"", "h1", "h2"}[rng.IntN(3)]
+			if rng.IntN(3) == 0 {
+				s.SupersededBy = gens[rng.IntN(3)]
+			}
+			if rng.IntN(6) == 0 {
+				s.Labels = map[string]string{"operator.tekton.dev/created-by": "Other", "operator.tekton.dev/type": "main"}
+			}
+			sets = append(sets, s)
+		}
+		var d *handoff.Desired
+		if rng.IntN(6) > 0 {
+			d = &handoff.Desired{Generation: gens[rng.IntN(3)]}
+			for _, r := range roles[:1+rng.IntN(3)] {
+				role := handoff.Role{Name: r, Hash: []string{"", "h1"}[rng.IntN(2)]}
+				if r != "static" && rng.IntN(2) == 0 {
+					role.After = []string{"static"}
+				}
+				d.Roles = append(d.Roles, role)
+			}
+		}
+		plan, err := p.Plan(sets, d)
+		if err != nil {
+			t.Fatalf("iteration %d: %v", iter, err)
+		}
+		byName := map[string]handoff.Set{}
+		for _, s := range sets {
+			byName[s.Name] = s
+		}
+		for _, a := range plan.Actions {
+			if a.Set == "" {
+				continue
+			}
+			s, ok := byName[a.Set]
+			if !ok || !family.Contains(s.Labels) || s.UID != a.UID {
+				t.Fatalf("iteration %d: I4: %v names a set outside the family or with another UID", iter, a)
+			}
+		}
+		if d == nil {
+			continue
+		}
+		wanted := map[string]handoff.Role{}
+		for _, r := range d.Roles {
+			wanted[r.Name] = r
+		}
+		// The kept set of each desired role: the oldest live one.
+		kept := map[string]handoff.Set{}
+		for _, s := range sets {
+			if _, ok := wanted[s.Role]; !ok || s.Generation != d.Generation || s.Deleting || !family.Contains(s.Labels) {
+				continue
+			}
+			k, ok := kept[s.Role]
+			if !ok || s.Created.Before(k.Created) || (s.Created.Equal(k.Created) && s.Name < k.Name) {
+				kept[s.Role] = s
+			}
+		}
+		allReady := true
+		for _, r := range d.Roles {
+			k, ok := kept[r.Name]
+			allReady = allReady && ok && k.Readiness.State == handoff.Ready && (r.Hash == "" || r.Hash == k.Hash)
+		}
+		for _, a := range plan.Of(handoff.ActionRetire) {
+			s := byName[a.Set]
+			if _, ok := wanted[s.Role]; (!ok || s.Generation != d.Generation) && !allReady {
+				t.Fatalf("iteration %d: I5: %v while the desired generation is not Ready\n%v", iter, a, plan)
+			}
+			if k, ok := kept[s.Role]; ok && k.Name == s.Name {
+				t.Fatalf("iteration %d: retires the kept set %v", iter, a)
+			}
+		}
 	}
 }
