@@ -193,18 +193,26 @@ var (
 	onlyV2 = handofftest.Key{Kind: "ConfigMap", Namespace: "ns", Name: "only-v2"}
 )
 
+// installed returns a World with the small component installed at v1, and
+// the desired v1 and v2.
+func installed(t *testing.T) (*handofftest.World, *handoff.Desired, *handoff.Desired) {
+	t.Helper()
+	w := handofftest.NewWorld("TektonPipeline")
+	roles := []string{"static", "deployment"}
+	v1 := w.Desire("v1", roles, smallComponent("v1"))
+	v2 := w.Desire("v2", roles, smallComponent("v2"))
+	if _, err := w.Converge(context.Background(), v1, 30); err != nil {
+		t.Fatal(err)
+	}
+	return w, v1, v2
+}
+
 // upgrade installs v1, then upgrades to v2 with faults injected by inject,
 // and checks I1, I2, I3 and (inside Converge) I5.
 func upgrade(t *testing.T, inject func(*handofftest.World)) {
 	t.Helper()
 	ctx := context.Background()
-	w := handofftest.NewWorld("TektonPipeline")
-	roles := []string{"static", "deployment"}
-	v1 := w.Desire("v1", roles, smallComponent("v1"))
-	v2 := w.Desire("v2", roles, smallComponent("v2"))
-	if _, err := w.Converge(ctx, v1, 30); err != nil {
-		t.Fatal(err)
-	}
+	w, _, v2 := installed(t)
 	start := w.Cluster.Now()
 	if inject != nil {
 		inject(w)
@@ -232,13 +240,7 @@ func TestCoreUpgradeKeepsSharedResources(t *testing.T) { upgrade(t, nil) }
 func TestCoreUpgradeSurvivesACrashAtEveryExecutorCall(t *testing.T) {
 	// E: the executor's calls during a clean upgrade.
 	ctx := context.Background()
-	w := handofftest.NewWorld("TektonPipeline")
-	roles := []string{"static", "deployment"}
-	v1 := w.Desire("v1", roles, smallComponent("v1"))
-	v2 := w.Desire("v2", roles, smallComponent("v2"))
-	if _, err := w.Converge(ctx, v1, 30); err != nil {
-		t.Fatal(err)
-	}
+	w, _, v2 := installed(t)
 	before := 0
 	for k, n := range w.Cluster.Calls() {
 		if k.Actor == "executor" {
@@ -279,13 +281,7 @@ func TestCoreLegacyFlowOpensAGapAndOursDoesNot(t *testing.T) {
 	ctx := context.Background()
 	gaps := map[bool]int{}
 	for _, legacy := range []bool{false, true} {
-		w := handofftest.NewWorld("TektonPipeline")
-		roles := []string{"static", "deployment"}
-		v1 := w.Desire("v1", roles, smallComponent("v1"))
-		v2 := w.Desire("v2", roles, smallComponent("v2"))
-		if _, err := w.Converge(ctx, v1, 30); err != nil {
-			t.Fatal(err)
-		}
+		w, _, v2 := installed(t)
 		start := w.Cluster.Now()
 		var err error
 		if legacy {
