@@ -24,8 +24,10 @@ var (
 
 // SetError reports a problem with one set, named by its name.
 type SetError struct {
+	// Name of the set.
 	Name string
-	Err  error
+	// Err is what is wrong; errors.Is sees through to it.
+	Err error
 }
 
 func (e *SetError) Error() string { return fmt.Sprintf("set %q: %v", e.Name, e.Err) }
@@ -35,8 +37,10 @@ func (e *SetError) Unwrap() error { return e.Err }
 
 // RoleError reports a problem with one role of the desired generation.
 type RoleError struct {
+	// Role is the role's name.
 	Role string
-	Err  error
+	// Err is what is wrong; errors.Is sees through to it.
+	Err error
 }
 
 func (e *RoleError) Error() string { return fmt.Sprintf("role %q: %v", e.Role, e.Err) }
@@ -46,7 +50,9 @@ func (e *RoleError) Unwrap() error { return e.Err }
 
 // ResourceError reports a problem with one resource a set lists.
 type ResourceError struct {
+	// Ref identifies the resource.
 	Ref Ref
+	// Err is what is wrong; errors.Is sees through to it.
 	Err error
 }
 

@@ -43,13 +43,15 @@ type BuildFunc func(ctx context.Context, desired Desired, role Role) (*unstructu
 // library that talks to the API server. It holds no state between calls and
 // is safe for concurrent use.
 type Executor struct {
+	// Family names the set kind and selects the component's sets.
 	Family Family
 	// Sets reads and writes sets; nil means Dynamic.Resource(Family.Resource).
 	Sets SetClient
 	// Dynamic and Mapper reach the resources sets list, for the ownership
 	// handover before a retirement and for [Executor.Finalize].
 	Dynamic dynamic.Interface
-	Mapper  meta.RESTMapper
+	// Mapper maps a listed resource's kind to its REST resource and scope.
+	Mapper meta.RESTMapper
 	// Build makes a desired set; required for Create and Update.
 	Build BuildFunc
 	// RoleOrder orders retirement on a removal (see [Planner.RoleOrder]).
@@ -72,9 +74,12 @@ type Executor struct {
 
 // Call is one write the executor made, or would make in a dry run.
 type Call struct {
-	Verb     string
+	// Verb is create, update, patch or delete.
+	Verb string
+	// Resource is the REST resource written, e.g. tektoninstallersets.
 	Resource string
-	Name     string
+	// Name of the object written.
+	Name string
 	// Namespace of the object; empty for sets and cluster-scoped objects.
 	Namespace string
 }
@@ -89,6 +94,7 @@ func (c Call) String() string {
 
 // Result is what one [Executor.Step] did.
 type Result struct {
+	// Plan is the plan this step computed from the listed sets.
 	Plan Plan
 	// Writes are the writes made (or, in a dry run, that would be made).
 	Writes []Call

@@ -121,17 +121,23 @@ func (f Family) SetName(generation, role string) string {
 // Set is one observed set of a family, reduced to what planning and
 // finalization need.
 type Set struct {
-	Name       string
-	UID        types.UID
+	// Name and UID identify the set object; retirement is preconditioned
+	// on the UID.
+	Name string
+	UID  types.UID
+	// Generation is the value of [Family.GenerationLabel].
 	Generation string
-	Role       string
-	Created    time.Time
+	// Role is the set's role, from [Family.RoleLabel] or [Family.RoleOf].
+	Role string
+	// Created is the creationTimestamp; the oldest of duplicates is kept.
+	Created time.Time
 	// Deleting is true once the set has a deletionTimestamp. A deleting set
 	// is never Ready and never a successor.
 	Deleting bool
 	// SupersededBy is the generation that superseded this set, if any.
 	SupersededBy string
-	Readiness    Readiness
+	// Readiness is what [Family.Probe] says of the set.
+	Readiness Readiness
 	// Hash is the content hash from [Family.HashAnnotation].
 	Hash string
 	// Resources are the identities of the resources the set lists.
@@ -284,6 +290,7 @@ type Desired struct {
 
 // Role is one set of the desired generation.
 type Role struct {
+	// Name is the role, e.g. static or deployment.
 	Name string
 	// After names roles whose sets must be Ready before this role's set is
 	// created (tektoncd/operator: deployment after static).

@@ -52,6 +52,7 @@ const (
 
 // Action is one step of a [Plan], as plain data.
 type Action struct {
+	// Kind is what the action does.
 	Kind ActionKind
 	// Role and Generation say which set the action is about; for Create,
 	// the set to make.
@@ -87,8 +88,10 @@ func (a Action) String() string {
 type Plan struct {
 	// Generation is the desired generation; empty for a removal.
 	Generation string
-	Phase      Phase
-	Actions    []Action
+	// Phase says where the component is in its life cycle.
+	Phase Phase
+	// Actions are the steps to take, in the order to take them.
+	Actions []Action
 }
 
 // Of returns the plan's actions of one kind, in plan order.

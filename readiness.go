@@ -19,7 +19,9 @@ const (
 // Readiness is what a [Probe] says of a set, with the reason and message of
 // the condition it read, for logs and wait actions.
 type Readiness struct {
-	State   State
+	// State is Ready, NotReady or Unknown.
+	State State
+	// Reason and Message are copied from the condition the probe read.
 	Reason  string
 	Message string
 }

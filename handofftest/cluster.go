@@ -37,8 +37,10 @@ const (
 // Key identifies an object independently of its API version: GroupKind,
 // namespace and name, the same identity as handoff.Ref.
 type Key struct {
-	Group     string
-	Kind      string
+	// Group and Kind, without the version: v1beta1 and v1 are one key.
+	Group string
+	Kind  string
+	// Namespace is empty for cluster-scoped objects.
 	Namespace string
 	Name      string
 }

@@ -75,8 +75,10 @@ func (m Mode) String() string {
 // Fault is what a [FaultFunc] decides for a call. The zero Fault (a nil
 // Err) lets the call through.
 type Fault struct {
+	// Mode says whether the call fails before or after it takes effect.
 	Mode Mode
-	Err  error
+	// Err is returned to the caller; nil means no fault.
+	Err error
 }
 
 // FaultFunc decides whether a call fails. It is called without the

@@ -10,7 +10,9 @@ import (
 
 // Gap is a time during which a resource that had to stay was absent.
 type Gap struct {
-	Key      Key
+	// Key is the resource that was absent.
+	Key Key
+	// From and To bound the absence in the cluster's fake time.
 	From, To time.Time
 }
 

@@ -19,9 +19,13 @@ var SetResource = schema.GroupVersionResource{Group: "operator.tekton.dev", Vers
 // World is a fake cluster with one family of sets, an executor and a
 // simulated set controller: everything an upgrade test needs.
 type World struct {
-	Cluster    *Cluster
-	Family     handoff.Family
-	Executor   *handoff.Executor
+	// Cluster is the fake cluster everything runs on.
+	Cluster *Cluster
+	// Family is the component's family of sets.
+	Family handoff.Family
+	// Executor is the library's executor, acting as actor "executor".
+	Executor *handoff.Executor
+	// Controller is the simulated set controller, actor "controller".
 	Controller *SetController
 	// Manifests holds each desired role's manifests, by generation and role,
 	// for the executor's Build function.

@@ -110,11 +110,16 @@ const (
 
 // Component is what tektoncd/operator has in hand in MainSet.
 type Component struct {
-	Kind            string // e.g. TektonPipeline
-	ReleaseVersion  string
+	Kind string // e.g. TektonPipeline
+	// ReleaseVersion is the operator release: the generation.
+	ReleaseVersion string
+	// TargetNamespace is where namespaced resources listed without a
+	// namespace land.
 	TargetNamespace string
 	// Resources is the transformed manifest, mf.Manifest.Resources().
-	Resources   []unstructured.Unstructured
+	Resources []unstructured.Unstructured
+	// StatefulSet selects the statefulset role (tektoncd/operator's
+	// statefulset-ordinals option) beside static and deployment.
 	StatefulSet bool
 }
 
