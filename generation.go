@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -237,9 +238,15 @@ func (f Family) ObserveAll(items []unstructured.Unstructured) ([]Set, error) {
 // such as spec.manifests of a TektonInstallerSet. Every entry must have a
 // kind and a name.
 func Manifests(u *unstructured.Unstructured, fields ...string) ([]Ref, error) {
-	items, _, err := unstructured.NestedSlice(u.Object, fields...)
-	if err != nil {
+	// Read in place: NestedSlice would deep-copy every manifest on every
+	// reconcile, and only the identities are needed.
+	v, found, err := unstructured.NestedFieldNoCopy(u.Object, fields...)
+	if err != nil || !found {
 		return nil, err
+	}
+	items, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%s is %T, not a list", strings.Join(fields, "."), v)
 	}
 	refs := make([]Ref, 0, len(items))
 	for i, it := range items {
