@@ -155,6 +155,9 @@ func Finalization(retiring Set, others []Set, opts PruneOptions) Decision {
 		protected[gk] = true
 	}
 	d := Decision{Set: retiring.Name, UID: retiring.UID, Items: make([]Item, 0, len(need))}
+	// One reason string per successor, not per kept resource: formatting
+	// dominated the decision's cost.
+	reasons := make([]string, len(cands))
 	for _, r := range retiring.Resources {
 		i, pending := need[r]
 		if !pending {
@@ -166,7 +169,10 @@ func Finalization(retiring Set, others []Set, opts PruneOptions) Decision {
 		case i >= 0:
 			s := cands[i]
 			it.Verdict, it.Successor, it.SuccessorUID = Keep, s.Name, s.UID
-			it.Reason = fmt.Sprintf("listed by %s", s)
+			if reasons[i] == "" {
+				reasons[i] = fmt.Sprintf("listed by %s", s)
+			}
+			it.Reason = reasons[i]
 		case protected[r.GroupKind()]:
 			it.Verdict, it.Reason = Skip, "protected kind"
 		default:
