@@ -32,6 +32,9 @@ type FinalizeResult struct {
 // again after a failure at any point, it finishes the job and never deletes
 // a kept resource. On error the caller keeps its finalizer and retries.
 func (e *Executor) Finalize(ctx context.Context, set *unstructured.Unstructured) (FinalizeResult, error) {
+	if gk := set.GroupVersionKind().GroupKind(); e.Family.Kind != "" && (gk.Kind != e.Family.Kind || gk.Group != e.Family.Resource.Group) {
+		return FinalizeResult{}, &SetError{Name: set.GetName(), Err: fmt.Errorf("%w: kind %s is not the family's set kind %s", ErrInvalidSet, gk, e.Family.Kind)}
+	}
 	retiring, err := e.Family.Observe(set)
 	if err != nil {
 		return FinalizeResult{}, err
@@ -107,7 +110,10 @@ func (e *Executor) deleteOne(ctx context.Context, res *Result, retiring Set, oth
 		return it, nil
 	}
 	uid := live.GetUID()
-	policy := metav1.DeletePropagationBackground
+	policy := e.ResourcePropagation
+	if policy == "" {
+		policy = metav1.DeletePropagationBackground
+	}
 	err = client.Delete(ctx, it.Ref.Name, metav1.DeleteOptions{
 		Preconditions:     &metav1.Preconditions{UID: &uid},
 		PropagationPolicy: &policy,
