@@ -65,6 +65,11 @@ type Executor struct {
 	// resources are gone". Shared resources are handed over before the
 	// delete, so Background is equally safe.
 	Propagation metav1.DeletionPropagation
+	// ResourcePropagation is the policy [Executor.Finalize] deletes obsolete
+	// resources with; empty means Background: the resource goes at once and
+	// the garbage collector removes its dependents (a Deployment's
+	// ReplicaSets and Pods), as kubectl delete does.
+	ResourcePropagation metav1.DeletionPropagation
 	// DryRun plans and reads but writes nothing; the result lists the
 	// writes it would have made.
 	DryRun bool
