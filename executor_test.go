@@ -254,7 +254,7 @@ func liveSetsPer(c *handofftest.Cluster, fam handoff.Family) map[string]int {
 
 func TestUpgradeConcurrentExecutors(t *testing.T) {
 	ctx := context.Background()
-	for run := 0; run < 30; run++ {
+	for run := 0; run < 100; run++ {
 		w, v1, v2 := newSmall(t)
 		execs := make([]*handoff.Executor, 4)
 		for i := range execs {
