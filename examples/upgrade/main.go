@@ -8,6 +8,17 @@
 // With -legacy it runs the same upgrade the way tektoncd/operator does
 // today (delete the main sets, finalizers delete every listed resource by
 // name, create the new sets afterwards) and prints both gaps side by side.
+//
+// With -kubeconfig PATH it runs the same upgrade against a real cluster
+// instead: it installs the TektonInstallerSet CRD if absent, runs the
+// library's executor and the set controller of package handofftest in
+// process against the API server (whose garbage collector then acts for
+// real), records every absence of a shared resource with watches, prints
+// the same summary in wall time, and removes the component at the end. It
+// writes cluster-scoped objects named like tektoncd pipelines' (CRDs
+// *.tekton.dev, webhook configurations, an APIService), so use a disposable
+// cluster (kind, or hack/controlplane); it refuses to touch any object, or
+// a set CRD, that it did not install itself.
 package main
 
 import (
@@ -26,8 +37,23 @@ const namespace = "tekton-pipelines"
 
 func main() {
 	legacy := flag.Bool("legacy", false, "also run the upgrade as tektoncd/operator does today, and compare the gaps")
+	kubeconfig := flag.String("kubeconfig", "", "run the upgrade against the cluster of this kubeconfig file instead of the fake cluster")
 	flag.Parse()
 	ctx := context.Background()
+	if *kubeconfig != "" {
+		if *legacy {
+			fmt.Fprintln(os.Stderr, "upgrade: -legacy runs only on the fake cluster")
+			os.Exit(2)
+		}
+		s, err := runCluster(ctx, os.Stdout, *kubeconfig)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "upgrade:", err)
+			os.Exit(1)
+		}
+		fmt.Println()
+		fmt.Println(s)
+		return
+	}
 	ours, err := run(ctx, os.Stdout, false)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "upgrade:", err)
@@ -52,15 +78,21 @@ type summary struct {
 	gaps                       []handofftest.Gap
 	longest                    time.Duration
 	rounds                     int
+	// clock names the clock of longest; empty means "fake time".
+	clock string
 }
 
 func (s summary) String() string {
+	clock := s.clock
+	if clock == "" {
+		clock = "fake time"
+	}
 	return fmt.Sprintf(`== %s: %d reconciles
    shared resources (listed by both generations): %d, never absent: %d
    obsolete resources (only in the old generation): %d, pruned: %d
    new resources (only in the new generation): %d, created: %d
-   availability gap: %d absences of shared resources, longest %s of fake time
-`, s.name, s.rounds, s.shared, s.keptShared, s.obsolete, s.pruned, s.created, s.exists, len(s.gaps), s.longest)
+   availability gap: %d absences of shared resources, longest %s of %s
+`, s.name, s.rounds, s.shared, s.keptShared, s.obsolete, s.pruned, s.created, s.exists, len(s.gaps), s.longest, clock)
 }
 
 func keys(ms map[string][]*unstructured.Unstructured) map[handofftest.Key]bool {
