@@ -303,8 +303,8 @@ func TestUpgradeConcurrentExecutors(t *testing.T) {
 func TestUpgradeDesiredNeverReadyThenRollback(t *testing.T) {
 	ctx := context.Background()
 	w, v1, v2 := newSmall(t)
-	w.Controller.NeverReady = func(s *unstructured.Unstructured) bool {
-		return s.GetLabels()[w.Family.GenerationLabel] == "v2"
+	w.Controller.ReadyWhen = func(_ context.Context, s *unstructured.Unstructured) (bool, error) {
+		return s.GetLabels()[w.Family.GenerationLabel] != "v2", nil
 	}
 	start := w.Cluster.Now()
 	var res handoff.Result

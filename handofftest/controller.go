@@ -34,8 +34,12 @@ type SetController struct {
 	Finalizer string
 	// ReadyAfter is how many reconciles a set's generation takes to get Ready.
 	ReadyAfter int
-	// NeverReady, when it returns true for a set, keeps it NotReady.
-	NeverReady func(set *unstructured.Unstructured) bool
+	// ReadyWhen, if set, must also report true before a set is marked
+	// Ready: a test keeps a generation NotReady with it, and on a real
+	// cluster it checks what the set installed (its Deployments Available
+	// for their current generation). An error is returned from Reconcile
+	// and the set stays NotReady.
+	ReadyWhen func(ctx context.Context, set *unstructured.Unstructured) (bool, error)
 	// Unowned kinds are installed without an ownerReference.
 	Unowned []schema.GroupKind
 	// Legacy, when true, finalizes the way tektoncd/operator does today:
@@ -116,8 +120,13 @@ func (c *SetController) reconcileSet(ctx context.Context, s handoff.Set, family 
 	}
 	st.count++
 	c.seen[s.UID] = st
-	if st.count < c.ReadyAfter || (c.NeverReady != nil && c.NeverReady(obj)) || s.Readiness.State == handoff.Ready {
+	if st.count < c.ReadyAfter || s.Readiness.State == handoff.Ready {
 		return nil
+	}
+	if c.ReadyWhen != nil {
+		if ok, err := c.ReadyWhen(ctx, obj); err != nil || !ok {
+			return err
+		}
 	}
 	next := obj.DeepCopy()
 	next.Object["status"] = map[string]any{
