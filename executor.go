@@ -337,7 +337,7 @@ func (e *Executor) update(ctx context.Context, res *Result, d Desired, r Role, c
 func (e *Executor) retire(ctx context.Context, res *Result, s Set, family []Set) error {
 	d := Finalization(s, family, e.Prune)
 	if err := e.handover(ctx, res, s, d); err != nil {
-		return err
+		return &SetError{Name: s.Name, Err: fmt.Errorf("retire: hand over shared resources: %w", err)}
 	}
 	policy := e.Propagation
 	if policy == "" {

@@ -2,6 +2,7 @@ package handoff_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,8 +12,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/kube-handoff/handoff"
 	"github.com/kube-handoff/handoff/handofftest"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 const testNS = "comp-ns"
@@ -456,6 +459,37 @@ func TestExecutorDryRun(t *testing.T) {
 	}
 	if got := len(w.Cluster.Writes()); got != n {
 		t.Errorf("dry run wrote: %d writes, want %d", got, n)
+	}
+}
+
+// A retirement whose ownership handover fails names the set it was
+// retiring and the resource it could not reach, and deletes nothing.
+func TestExecutorRetireHandoverFailure(t *testing.T) {
+	ctx := context.Background()
+	w, _, v2 := newSmall(t)
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "controller", errors.New("no get"))
+	w.Cluster.InjectFaults(func(c handofftest.Call) handofftest.Fault {
+		if c.Verb == "get" && c.Resource.Resource == "deployments" {
+			return handofftest.Fault{Err: forbidden}
+		}
+		return handofftest.Fault{}
+	}, "executor")
+	var err error
+	for range 20 {
+		if _, err = w.Round(ctx, v2); err != nil {
+			break
+		}
+	}
+	var se *handoff.SetError
+	var re *handoff.ResourceError
+	retiring := w.Family.SetName("v1", "deployment")
+	if !errors.As(err, &se) || se.Name != retiring || !errors.As(err, &re) || re.Ref.Kind != "Deployment" || !apierrors.IsForbidden(err) {
+		t.Fatalf("error %v: want a *SetError naming %s around a Forbidden *ResourceError naming the Deployment", err, retiring)
+	}
+	for _, o := range w.Cluster.Objects() {
+		if o.GetKind() == "TektonInstallerSet" && o.GetDeletionTimestamp() != nil {
+			t.Errorf("set %s was retired although its handover failed", o.GetName())
+		}
 	}
 }
 
