@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -162,8 +163,11 @@ func (c *SetController) apply(ctx context.Context, want *unstructured.Unstructur
 			next.Object[k] = v
 		}
 	}
-	next.SetLabels(desired.GetLabels())
-	next.SetAnnotations(desired.GetAnnotations())
+	// Merge labels and annotations rather than replace them: other
+	// controllers add their own (the deployment controller's revision
+	// annotation), and removing those starts a write war.
+	next.SetLabels(merged(live.GetLabels(), desired.GetLabels()))
+	next.SetAnnotations(merged(live.GetAnnotations(), desired.GetAnnotations()))
 	if refs := desired.GetOwnerReferences(); refs != nil {
 		next.SetOwnerReferences(refs)
 	}
@@ -213,4 +217,12 @@ func patchMeta(ctx context.Context, client dynamic.ResourceInterface, obj *unstr
 		return nil, err
 	}
 	return client.Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{})
+}
+
+// merged returns base with over's entries on top, or nil if both are empty.
+func merged(base, over map[string]string) map[string]string {
+	if len(base)+len(over) == 0 {
+		return nil
+	}
+	return labels.Merge(base, over)
 }

@@ -7,7 +7,10 @@ import (
 
 	"github.com/kube-handoff/handoff"
 	"github.com/kube-handoff/handoff/handofftest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // readiness returns the readiness of every set of the world's family.
@@ -62,5 +65,39 @@ func TestSetControllerReadyWhen(t *testing.T) {
 				t.Errorf("static set readiness %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// Labels and annotations other controllers add to an installed resource
+// (the deployment controller's revision annotation) survive the set
+// controller's apply, which then has nothing to write.
+func TestSetControllerKeepsForeignMetadata(t *testing.T) {
+	ctx := context.Background()
+	w := handofftest.NewWorld("TektonPipeline")
+	d := w.Desire("v1", []string{"static"}, handofftest.Pipelines("tekton-pipelines", "v1"))
+	if _, err := w.Converge(ctx, d, 20); err != nil {
+		t.Fatal(err)
+	}
+	key := handofftest.Key{Kind: "ConfigMap", Namespace: "tekton-pipelines", Name: "config-00"}
+	cms := w.Cluster.ClientFor("other").Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace(key.Namespace)
+	patch := `{"metadata":{"labels":{"other":"x"},"annotations":{"other.example.com/revision":"7"}}}`
+	if _, err := cms.Patch(ctx, key.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n := len(w.Cluster.Writes())
+	if err := w.Controller.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, wr := range w.Cluster.Writes()[n:] {
+		if wr.Key == key {
+			t.Errorf("the controller wrote %s again: %v", key, wr)
+		}
+	}
+	o, _ := w.Cluster.Get(key)
+	if o.GetLabels()["other"] != "x" || o.GetAnnotations()["other.example.com/revision"] != "7" {
+		t.Errorf("foreign metadata lost: labels %v, annotations %v", o.GetLabels(), o.GetAnnotations())
+	}
+	if o.GetLabels()["app.kubernetes.io/version"] != "v1" {
+		t.Errorf("the manifest's labels lost: %v", o.GetLabels())
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -131,8 +132,11 @@ func (c *bundleController) apply(ctx context.Context, want *unstructured.Unstruc
 			next.Object[k] = v
 		}
 	}
-	next.SetLabels(desired.GetLabels())
-	next.SetAnnotations(desired.GetAnnotations())
+	// Merge labels and annotations rather than replace them: other
+	// controllers add their own (the deployment controller's revision
+	// annotation), and removing those starts a write war.
+	next.SetLabels(merged(live.GetLabels(), desired.GetLabels()))
+	next.SetAnnotations(merged(live.GetAnnotations(), desired.GetAnnotations()))
 	if refs := desired.GetOwnerReferences(); refs != nil {
 		next.SetOwnerReferences(refs)
 	}
@@ -182,4 +186,12 @@ func (c *bundleController) resource(r handoff.Ref) (dynamic.ResourceInterface, e
 		return c.client.Resource(m.Resource).Namespace(r.Namespace), nil
 	}
 	return c.client.Resource(m.Resource), nil
+}
+
+// merged returns base with over's entries on top, or nil if both are empty.
+func merged(base, over map[string]string) map[string]string {
+	if len(base)+len(over) == 0 {
+		return nil
+	}
+	return labels.Merge(base, over)
 }
