@@ -1,5 +1,17 @@
 //go:build e2e
 
+// Package e2e runs handoff against a real kube-apiserver, etcd and
+// kube-controller-manager (garbage collector, deployment and replicaset
+// controllers): hack/e2e.sh builds them and runs these tests.
+//
+// Each scenario is one component (its own namespace, family selector and
+// cluster-scoped names) in the one control plane of the test binary. A set
+// controller (handofftest.SetController) applies each set's manifests with
+// an ownerReference to the set, honours the coexistence guard, calls
+// Executor.Finalize from a real finalizer, and marks a set Ready only when
+// the Deployments it lists are Available for their current generation,
+// as the real deployment controller reports them. A watch-based monitor
+// records every event of every object in the scenario.
 package e2e
 
 import (
@@ -13,11 +25,14 @@ import (
 	"github.com/kube-handoff/handoff"
 	"github.com/kube-handoff/handoff/handofftest"
 	"github.com/kube-handoff/handoff/internal/controlplane"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 )
@@ -72,7 +87,10 @@ type kindInfo struct {
 	namespaced bool
 }
 
+// kinds are every kind a scenario's sets list, and the sets themselves; the
+// monitor watches them all.
 var kinds = []kindInfo{
+	{schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, "namespaces", false},
 	{schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, "configmaps", true},
 	{schema.GroupVersionKind{Version: "v1", Kind: "ServiceAccount"}, "serviceaccounts", true},
 	{schema.GroupVersionKind{Version: "v1", Kind: "Service"}, "services", true},
@@ -82,6 +100,14 @@ var kinds = []kindInfo{
 	{schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingWebhookConfiguration"}, "validatingwebhookconfigurations", false},
 	{schema.GroupVersionKind{Group: "operator.tekton.dev", Version: "v1alpha1", Kind: "TektonInstallerSet"}, "tektoninstallersets", false},
 }
+
+const setKind = "TektonInstallerSet"
+
+var (
+	namespaces  = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	configMaps  = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	deployments = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+)
 
 func newMapper() meta.RESTMapper {
 	var gvs []schema.GroupVersion
@@ -99,8 +125,13 @@ func newMapper() meta.RESTMapper {
 	return m
 }
 
+// versionLabel carries the generation whose content an object holds.
+const versionLabel = "app.kubernetes.io/version"
+
 // component returns the manifests of a small component by role; suffix
-// keeps cluster-scoped names apart between scenarios.
+// keeps cluster-scoped names apart between scenarios. Every generation
+// lists the same 22 resources with content of its own, plus one ConfigMap
+// only it lists (config-only-<gen>).
 func component(ns, suffix, gen string) map[string][]*unstructured.Unstructured {
 	obj := func(apiVersion, kind, namespace, name string, body map[string]any) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind}}
@@ -111,14 +142,14 @@ func component(ns, suffix, gen string) map[string][]*unstructured.Unstructured {
 		if namespace != "" {
 			u.SetNamespace(namespace)
 		}
-		u.SetLabels(map[string]string{"app.kubernetes.io/part-of": "e2e", "app.kubernetes.io/version": gen})
+		u.SetLabels(map[string]string{"app.kubernetes.io/part-of": "e2e", versionLabel: gen})
 		return u
 	}
 	var static, deploy []*unstructured.Unstructured
 	for i := range 16 {
 		static = append(static, obj("v1", "ConfigMap", ns, fmt.Sprintf("config-%02d", i), map[string]any{"data": map[string]any{"version": gen}}))
 	}
-	static = append(static, obj("v1", "ConfigMap", ns, "config-only-"+gen, map[string]any{"data": map[string]any{"version": gen}}))
+	static = append(static, obj("v1", "ConfigMap", ns, onlyIn(gen), map[string]any{"data": map[string]any{"version": gen}}))
 	static = append(static, obj("v1", "ServiceAccount", ns, "e2e-controller", nil))
 	role := "e2e-role-" + suffix
 	static = append(static, obj("rbac.authorization.k8s.io/v1", "ClusterRole", "", role, map[string]any{"rules": []any{
@@ -145,13 +176,30 @@ func component(ns, suffix, gen string) map[string][]*unstructured.Unstructured {
 	return map[string][]*unstructured.Unstructured{"static": static, "deployment": deploy}
 }
 
+// onlyIn names the ConfigMap that only generation gen lists.
+func onlyIn(gen string) string { return "config-only-" + gen }
+
+// neverAvailable makes the component's Deployment ask for one replica: with
+// no scheduler and no kubelet it never becomes Available, so the set that
+// lists it never gets Ready.
+func neverAvailable(ms map[string][]*unstructured.Unstructured) {
+	for _, m := range ms["deployment"] {
+		if m.GetKind() == "Deployment" {
+			_ = unstructured.SetNestedField(m.Object, int64(1), "spec", "replicas")
+		}
+	}
+}
+
 func keyOf(u *unstructured.Unstructured) string {
 	return u.GetKind() + "/" + u.GetNamespace() + "/" + u.GetName()
 }
 
 type event struct {
-	typ watch.EventType
-	at  time.Time
+	typ    watch.EventType
+	at     time.Time
+	uid    types.UID
+	labels map[string]string
+	obj    *unstructured.Unstructured
 }
 
 // monitor records watch events per object key.
@@ -161,9 +209,10 @@ type monitor struct {
 }
 
 func startMonitor(t *testing.T, ctx context.Context, dyn dynamic.Interface) *monitor {
+	t.Helper()
 	m := &monitor{events: map[string][]event{}}
 	var ready sync.WaitGroup
-	for _, k := range kinds[:len(kinds)-1] {
+	for _, k := range kinds {
 		ready.Add(1)
 		gvr := k.gvk.GroupVersion().WithResource(k.resource)
 		go func() {
@@ -182,6 +231,7 @@ func startMonitor(t *testing.T, ctx context.Context, dyn dynamic.Interface) *mon
 				for ev := range w.ResultChan() {
 					u, ok := ev.Object.(*unstructured.Unstructured)
 					if !ok {
+						rv = "" // an Error event: start again from now
 						continue
 					}
 					rv = u.GetResourceVersion()
@@ -190,7 +240,7 @@ func startMonitor(t *testing.T, ctx context.Context, dyn dynamic.Interface) *mon
 					}
 					u.SetKind(k.gvk.Kind)
 					m.mu.Lock()
-					m.events[keyOf(u)] = append(m.events[keyOf(u)], event{ev.Type, time.Now()})
+					m.events[keyOf(u)] = append(m.events[keyOf(u)], event{ev.Type, time.Now(), u.GetUID(), u.GetLabels(), u})
 					m.mu.Unlock()
 				}
 				w.Stop()
@@ -234,44 +284,119 @@ func (m *monitor) stats(keys []string, since time.Time) (deleted []string, longe
 	return deleted, longest
 }
 
+// since returns the events of key at or after t.
+func (m *monitor) since(key string, t time.Time) []event {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []event
+	for _, e := range m.events[key] {
+		if !e.at.Before(t) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// writes counts the MODIFIED events of key after t that changed more than
+// status: what the object holds, its labels, annotations or owners.
+func (m *monitor) writes(key string, t time.Time) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	var prev map[string]any
+	for _, e := range m.events[key] {
+		cur := content(e.obj)
+		if e.typ == watch.Modified && !e.at.Before(t) && !equality.Semantic.DeepEqual(prev, cur) {
+			n++
+		}
+		prev = cur
+	}
+	return n
+}
+
+// content is an object without its status and the metadata the API server
+// keeps.
+func content(u *unstructured.Unstructured) map[string]any {
+	c := u.DeepCopy()
+	unstructured.RemoveNestedField(c.Object, "status")
+	for _, f := range []string{"resourceVersion", "generation", "managedFields"} {
+		unstructured.RemoveNestedField(c.Object, "metadata", f)
+	}
+	return c.Object
+}
+
+// setUIDs returns, for every (generation, role) of the family's sets seen
+// after t, the UIDs of the sets the monitor saw with it.
+func (m *monitor) setUIDs(fam handoff.Family, t time.Time) map[string]map[types.UID]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]map[types.UID]bool{}
+	sel := fam.LabelSelector()
+	for _, evs := range m.events {
+		for _, e := range evs {
+			if e.at.Before(t) || e.labels == nil || !sel.Matches(labels.Set(e.labels)) {
+				continue
+			}
+			id := e.labels[fam.GenerationLabel] + "/" + e.labels[handoff.DefaultRoleLabel]
+			if out[id] == nil {
+				out[id] = map[types.UID]bool{}
+			}
+			out[id][e.uid] = true
+		}
+	}
+	return out
+}
+
 type env struct {
 	t          *testing.T
 	dyn        dynamic.Interface
 	mapper     meta.RESTMapper
 	ns, suffix string
 	fam        handoff.Family
+	prop       metav1.DeletionPropagation
 	exec       *handoff.Executor
 	ctrl       *handofftest.SetController
 	manifests  map[string]map[string][]*unstructured.Unstructured
 	calls      int
 }
 
+// newEnv makes the component "e2e-<name>": its namespace, family, an
+// executor and a set controller, both as the admin identity.
 func newEnv(t *testing.T, name string, prop metav1.DeletionPropagation) *env {
+	t.Helper()
 	dyn, err := dynamic.NewForConfig(cp.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, dyn: dyn, mapper: newMapper(), ns: "e2e-" + name, suffix: name,
+	e := &env{t: t, dyn: dyn, mapper: newMapper(), ns: "e2e-" + name, suffix: name, prop: prop,
 		manifests: map[string]map[string][]*unstructured.Unstructured{}}
 	e.fam = handoff.Family{
 		Resource:        handofftest.SetResource,
-		Kind:            "TektonInstallerSet",
+		Kind:            setKind,
 		Selector:        map[string]string{"operator.tekton.dev/created-by": "e2e-" + name, "operator.tekton.dev/type": "main"},
 		GenerationLabel: "operator.tekton.dev/release-version",
 		HashAnnotation:  "operator.tekton.dev/last-applied-hash",
 		NamePrefix:      "e2e-" + name + "-main-",
 	}
-	prune := handoff.DefaultPruneOptions()
-	e.exec = &handoff.Executor{Family: e.fam, Dynamic: dyn, Mapper: e.mapper, Prune: prune,
-		RoleOrder: []string{"static", "deployment"}, Propagation: prop, Build: e.build}
-	fin := *e.exec
-	e.ctrl = &handofftest.SetController{Executor: &fin, Client: dyn, Mapper: e.mapper,
-		Finalizer: "tektoninstallersets.operator.tekton.dev", ReadyAfter: 1, Unowned: prune.Unowned}
+	e.exec = e.executor(dyn)
+	prune := e.exec.Prune
+	e.ctrl = &handofftest.SetController{Executor: e.executor(dyn), Client: dyn, Mapper: e.mapper,
+		Finalizer: "tektoninstallersets.operator.tekton.dev", ReadyAfter: 1, ReadyWhen: e.deploymentsAvailable,
+		// As tektoncd/operator: no ownerReference on CRDs, Namespaces and
+		// admission webhook configurations.
+		Unowned: append([]schema.GroupKind{{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}, {Kind: "Namespace"}}, prune.Unowned...)}
 	nsObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": e.ns}}}
-	if _, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(context.Background(), nsObj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := dyn.Resource(namespaces).Create(context.Background(), nsObj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// executor returns a new executor of the env's family that talks to the
+// cluster through dyn.
+func (e *env) executor(dyn dynamic.Interface) *handoff.Executor {
+	return &handoff.Executor{Family: e.fam, Dynamic: dyn, Mapper: e.mapper, Prune: handoff.DefaultPruneOptions(),
+		RoleOrder: []string{"static", "deployment"}, Propagation: e.prop, Build: e.build}
 }
 
 func (e *env) build(_ context.Context, d handoff.Desired, r handoff.Role) (*unstructured.Unstructured, error) {
@@ -286,8 +411,13 @@ func (e *env) build(_ context.Context, d handoff.Desired, r handoff.Role) (*unst
 	return &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"manifests": items}}}, nil
 }
 
-func (e *env) desire(gen string) *handoff.Desired {
+// desire registers generation gen of the component, changed by edits, and
+// returns it as the desired generation.
+func (e *env) desire(gen string, edits ...func(map[string][]*unstructured.Unstructured)) *handoff.Desired {
 	ms := component(e.ns, e.suffix, gen)
+	for _, edit := range edits {
+		edit(ms)
+	}
 	e.manifests[gen] = ms
 	d := &handoff.Desired{Generation: gen}
 	for i, r := range []string{"static", "deployment"} {
@@ -303,6 +433,33 @@ func (e *env) desire(gen string) *handoff.Desired {
 	return d
 }
 
+// deploymentsAvailable is the set controller's readiness rule: every
+// Deployment the set lists exists and is Available for its current
+// generation, as the deployment controller reports it.
+func (e *env) deploymentsAvailable(ctx context.Context, set *unstructured.Unstructured) (bool, error) {
+	manifests, _, err := unstructured.NestedSlice(set.Object, "spec", "manifests")
+	if err != nil {
+		return false, err
+	}
+	for _, m := range manifests {
+		u := &unstructured.Unstructured{Object: m.(map[string]any)}
+		if u.GetKind() != "Deployment" {
+			continue
+		}
+		live, err := e.dyn.Resource(deployments).Namespace(u.GetNamespace()).Get(ctx, u.GetName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if (handoff.ConditionProbe{Type: "Available"}).Ready(live).State != handoff.Ready {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 func (e *env) sets(ctx context.Context) ([]handoff.Set, error) {
 	list, err := e.dyn.Resource(e.fam.Resource).List(ctx, metav1.ListOptions{LabelSelector: e.fam.LabelSelector().String()})
 	if err != nil {
@@ -311,63 +468,107 @@ func (e *env) sets(ctx context.Context) ([]handoff.Set, error) {
 	return e.fam.ObserveAll(list.Items)
 }
 
-// converge loops Step + Reconcile until settled and no set is deleting.
+// converge runs the env's executor and set controller in lockstep, Step
+// then Reconcile, until the plan is settled and no set is deleting.
 func (e *env) converge(ctx context.Context, d *handoff.Desired) {
+	e.t.Helper()
+	e.drive(ctx, e.exec, d, e.ctrl.Reconcile)
+}
+
+// drive steps exec (and calls reconcile, if not nil, after each step) until
+// the plan is settled and no set of the family is deleting. Errors of single
+// rounds are logged and retried; it fails the test after 60 s.
+func (e *env) drive(ctx context.Context, exec *handoff.Executor, d *handoff.Desired, reconcile func(context.Context) error) {
 	e.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for rounds := 1; ; rounds++ {
 		if time.Now().After(deadline) {
 			e.t.Fatalf("not converged after 60s (%d rounds)", rounds)
 		}
-		res, err := e.exec.Step(ctx, d)
+		res, err := exec.Step(ctx, d)
 		e.calls += len(res.Writes)
 		if err != nil {
 			e.t.Logf("round %d: step: %v (retrying)", rounds, err)
 		}
-		if cerr := e.ctrl.Reconcile(ctx); cerr != nil {
-			e.t.Logf("round %d: reconcile: %v (retrying)", rounds, cerr)
-			err = cerr
-		}
-		if err == nil && !res.Requeue {
-			sets, lerr := e.sets(ctx)
-			if lerr == nil {
-				deleting := false
-				for _, s := range sets {
-					deleting = deleting || s.Deleting
-				}
-				if !deleting {
-					return
-				}
+		if reconcile != nil {
+			if cerr := reconcile(ctx); cerr != nil {
+				e.t.Logf("round %d: reconcile: %v (retrying)", rounds, cerr)
+				err = cerr
 			}
+		}
+		if err == nil && !res.Requeue && !e.deleting(ctx) {
+			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-func (e *env) get(ctx context.Context, u *unstructured.Unstructured) error {
-	m, err := e.mapper.RESTMapping(u.GroupVersionKind().GroupKind())
+// deleting reports whether a set of the family is being deleted (or the
+// family cannot be listed).
+func (e *env) deleting(ctx context.Context) bool {
+	sets, err := e.sets(ctx)
 	if err != nil {
-		return err
+		return true
 	}
-	var c dynamic.ResourceInterface = e.dyn.Resource(m.Resource)
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		c = e.dyn.Resource(m.Resource).Namespace(u.GetNamespace())
-	}
-	_, err = c.Get(ctx, u.GetName(), metav1.GetOptions{})
-	return err
-}
-
-// shared returns the v2 manifests that v1 also lists.
-func (e *env) shared() (objs []*unstructured.Unstructured, keys []string) {
-	v1 := map[string]bool{}
-	for _, r := range e.manifests["v1"] {
-		for _, m := range r {
-			v1[keyOf(m)] = true
+	for _, s := range sets {
+		if s.Deleting {
+			return true
 		}
 	}
-	for _, r := range e.manifests["v2"] {
+	return false
+}
+
+// runController runs the set controller in its own goroutine, one pass
+// every 50 ms, as an operator's set controller runs beside the component
+// reconciler, until the returned stop is called. Passes that fail (a
+// conflict with the executor) are simply retried by the next pass.
+func (e *env) runController(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			_ = e.ctrl.Reconcile(ctx)
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// resource returns the client for objects of u's kind in u's namespace.
+func (e *env) resource(u *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
+	m, err := e.mapper.RESTMapping(u.GroupVersionKind().GroupKind())
+	if err != nil {
+		return nil, err
+	}
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		return e.dyn.Resource(m.Resource).Namespace(u.GetNamespace()), nil
+	}
+	return e.dyn.Resource(m.Resource), nil
+}
+
+func (e *env) get(ctx context.Context, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	c, err := e.resource(u)
+	if err != nil {
+		return nil, err
+	}
+	return c.Get(ctx, u.GetName(), metav1.GetOptions{})
+}
+
+// shared returns to's manifests that from also lists, and their keys.
+func (e *env) shared(from, to string) (objs []*unstructured.Unstructured, keys []string) {
+	old := map[string]bool{}
+	for _, r := range e.manifests[from] {
 		for _, m := range r {
-			if v1[keyOf(m)] {
+			old[keyOf(m)] = true
+		}
+	}
+	for _, r := range e.manifests[to] {
+		for _, m := range r {
+			if old[keyOf(m)] {
 				objs = append(objs, m)
 				keys = append(keys, keyOf(m))
 			}
@@ -376,138 +577,50 @@ func (e *env) shared() (objs []*unstructured.Unstructured, keys []string) {
 	return objs, keys
 }
 
-func (e *env) checkEnd(ctx context.Context) {
+// configMap returns a ConfigMap stub of the env's namespace.
+func (e *env) configMap(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+	u.SetNamespace(e.ns)
+	u.SetName(name)
+	return u
+}
+
+// checkEnd checks I3 after an upgrade from one generation to another: every
+// shared resource exists, the resource only from listed is gone, the one
+// only to lists exists, and exactly to's two sets remain.
+func (e *env) checkEnd(ctx context.Context, from, to string) {
 	e.t.Helper()
-	shared, _ := e.shared()
+	shared, _ := e.shared(from, to)
 	for _, m := range shared {
-		if err := e.get(ctx, m); err != nil {
+		if _, err := e.get(ctx, m); err != nil {
 			e.t.Errorf("shared %s: %v", keyOf(m), err)
 		}
 	}
-	if err := e.get(ctx, e.manifests["v1"]["static"][16]); !apierrors.IsNotFound(err) {
-		e.t.Errorf("v1-only ConfigMap: want NotFound, got %v", err)
+	if _, err := e.get(ctx, e.configMap(onlyIn(from))); !apierrors.IsNotFound(err) {
+		e.t.Errorf("ConfigMap %s only %s listed: want NotFound, got %v", onlyIn(from), from, err)
 	}
-	if err := e.get(ctx, e.manifests["v2"]["static"][16]); err != nil {
-		e.t.Errorf("v2-only ConfigMap: %v", err)
+	if _, err := e.get(ctx, e.configMap(onlyIn(to))); err != nil {
+		e.t.Errorf("ConfigMap %s only %s lists: %v", onlyIn(to), to, err)
 	}
+	e.checkSets(ctx, to)
+}
+
+// checkSets checks that the family holds exactly one live set per role of
+// generation gen and nothing else.
+func (e *env) checkSets(ctx context.Context, gen string) {
+	e.t.Helper()
 	sets, err := e.sets(ctx)
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	roles := map[string]int{}
 	for _, s := range sets {
-		if s.Generation != "v2" {
-			e.t.Errorf("set %s of generation %s remains", s.Name, s.Generation)
+		if s.Generation != gen || s.Deleting {
+			e.t.Errorf("set %s of generation %s (deleting %v) remains; want only %s", s.Name, s.Generation, s.Deleting, gen)
 		}
+		roles[s.Role]++
 	}
-	if len(sets) != 2 {
-		e.t.Errorf("want 2 sets, got %d", len(sets))
-	}
-}
-
-type row struct {
-	scenario string
-	deleted  int
-	longest  time.Duration
-	calls    int
-	took     time.Duration
-}
-
-var (
-	summaryMu sync.Mutex
-	summary   []row
-)
-
-func record(r row) {
-	summaryMu.Lock()
-	defer summaryMu.Unlock()
-	summary = append(summary, r)
-}
-
-func TestUpgrade(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	dyn, err := dynamic.NewForConfig(cp.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(ctx,
-		&unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "e2e"}}},
-		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	mon := startMonitor(t, ctx, dyn)
-
-	for _, tc := range []struct {
-		name string
-		prop metav1.DeletionPropagation
-	}{{"foreground", metav1.DeletePropagationForeground}, {"background", metav1.DeletePropagationBackground}} {
-		t.Run("handoff-"+tc.name, func(t *testing.T) {
-			e := newEnv(t, tc.name, tc.prop)
-			e.converge(ctx, e.desire("v1"))
-			calls := e.calls
-			v2 := e.desire("v2")
-			began := time.Now()
-			e.converge(ctx, v2)
-			took := time.Since(began)
-			time.Sleep(2 * time.Second) // give the garbage collector time
-			e.checkEnd(ctx)
-			_, keys := e.shared()
-			deleted, longest := mon.stats(keys, began)
-			if len(deleted) != 0 {
-				t.Errorf("shared resources deleted during the upgrade: %v", deleted)
-			}
-			record(row{"handoff/" + tc.name, len(deleted), longest, e.calls - calls, took})
-		})
-	}
-
-	t.Run("legacy", func(t *testing.T) {
-		e := newEnv(t, "legacy", "")
-		e.converge(ctx, e.desire("v1"))
-		calls := e.calls
-		v2 := e.desire("v2")
-		began := time.Now()
-		e.ctrl.Legacy = true
-		sets, err := e.sets(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fg := metav1.DeletePropagationForeground
-		for _, s := range sets {
-			if err := e.dyn.Resource(e.fam.Resource).Delete(ctx, s.Name, metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil && !apierrors.IsNotFound(err) {
-				t.Fatal(err)
-			}
-			e.calls++
-		}
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			if time.Now().After(deadline) {
-				t.Fatal("v1 sets not gone after 60s")
-			}
-			if err := e.ctrl.Reconcile(ctx); err != nil {
-				t.Logf("reconcile: %v (retrying)", err)
-			}
-			left, err := e.sets(ctx)
-			if err == nil && len(left) == 0 {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		e.converge(ctx, v2)
-		e.ctrl.Legacy = false
-		took := time.Since(began)
-		time.Sleep(2 * time.Second)
-		e.checkEnd(ctx)
-		_, keys := e.shared()
-		deleted, longest := mon.stats(keys, began)
-		if len(deleted) == 0 {
-			t.Errorf("legacy upgrade deleted no shared resource; the monitor should have seen deletions")
-		}
-		t.Logf("legacy: %d of %d shared resources deleted, longest absence %d ms", len(deleted), len(keys), longest.Milliseconds())
-		record(row{"legacy", len(deleted), longest, e.calls - calls, took})
-	})
-
-	t.Logf("%-22s %8s %12s %10s %10s", "scenario", "deleted", "absence ms", "exec calls", "upgrade")
-	for _, r := range summary {
-		t.Logf("%-22s %8d %12d %10d %10v", r.scenario, r.deleted, r.longest.Milliseconds(), r.calls, r.took.Round(time.Millisecond))
+	if roles["static"] != 1 || roles["deployment"] != 1 || len(sets) != 2 {
+		e.t.Errorf("sets per role %v, want one static and one deployment set", roles)
 	}
 }
