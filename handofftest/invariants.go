@@ -110,20 +110,28 @@ func familySets(c *Cluster, fam handoff.Family) ([]handoff.Set, error) {
 }
 
 // Gate checks I5 (gating) across the rounds of an upgrade: call Observe
-// after every round; it fails when a set outside the desired generation
-// began deleting (or vanished) in a round that started while some desired
-// set was not Ready for its current spec.
+// (on a [Cluster]) or Check (with sets listed from any cluster) after every
+// round; it fails when a set outside the desired generation began deleting
+// (or vanished) in a round that started while some desired set was not
+// Ready for its current spec.
 type Gate struct {
 	wasReady bool
 	live     map[string]bool // old sets not deleting at the last observation
 }
 
-// Observe records the state after a round and checks the round.
+// Observe records the state of the cluster's family after a round and
+// checks the round.
 func (g *Gate) Observe(c *Cluster, fam handoff.Family, desired handoff.Desired) error {
 	sets, err := familySets(c, fam)
 	if err != nil {
 		return err
 	}
+	return g.Check(sets, desired)
+}
+
+// Check records the family's sets as observed after a round and checks the
+// round.
+func (g *Gate) Check(sets []handoff.Set, desired handoff.Desired) error {
 	ready := map[string]bool{}
 	live := map[string]bool{}
 	roles := map[string]bool{}
@@ -131,10 +139,11 @@ func (g *Gate) Observe(c *Cluster, fam handoff.Family, desired handoff.Desired) 
 		roles[r.Name] = true
 	}
 	for _, s := range sets {
-		if s.Generation == desired.Generation && roles[s.Role] && !s.Deleting && s.Readiness.State == handoff.Ready {
+		mine := s.Generation == desired.Generation && roles[s.Role]
+		if mine && !s.Deleting && s.Readiness.State == handoff.Ready {
 			ready[s.Role] = true
 		}
-		if (s.Generation != desired.Generation || !roles[s.Role]) && !s.Deleting {
+		if !mine && !s.Deleting {
 			live[s.Name] = true
 		}
 	}

@@ -431,7 +431,7 @@ func (r *liveRun) sets(ctx context.Context) ([]handoff.Set, error) {
 // that differs from the one before, and checks I5 after every round.
 // Failed rounds are retried until liveTimeout.
 func (r *liveRun) converge(ctx context.Context, desired *handoff.Desired) (rounds int, err error) {
-	var gate liveGate
+	var gate handofftest.Gate
 	var last error
 	printed := ""
 	deadline := time.Now().Add(liveTimeout)
@@ -444,7 +444,7 @@ func (r *liveRun) converge(ctx context.Context, desired *handoff.Desired) (round
 		err = errors.Join(err, r.w.Controller.Reconcile(ctx))
 		sets, lerr := r.sets(ctx)
 		if lerr == nil && desired != nil {
-			if gerr := gate.observe(sets, *desired); gerr != nil {
+			if gerr := gate.Check(sets, *desired); gerr != nil {
 				return rounds, gerr
 			}
 		}
@@ -494,41 +494,6 @@ func checkConverged(sets []handoff.Set, desired *handoff.Desired) error {
 			errs = append(errs, fmt.Errorf("I2: %d sets of %s/%s, want 1", count[r.Name], desired.Generation, r.Name))
 		}
 	}
-	return errors.Join(errs...)
-}
-
-// liveGate is handofftest.Gate (I5) over live lists: no old set may start
-// deleting in a round that began while a desired set was not Ready.
-type liveGate struct {
-	wasReady bool
-	live     map[string]bool
-}
-
-func (g *liveGate) observe(sets []handoff.Set, desired handoff.Desired) error {
-	roles := map[string]bool{}
-	for _, r := range desired.Roles {
-		roles[r.Name] = true
-	}
-	ready, live := map[string]bool{}, map[string]bool{}
-	for _, s := range sets {
-		mine := s.Generation == desired.Generation && roles[s.Role]
-		if mine && !s.Deleting && s.Readiness.State == handoff.Ready {
-			ready[s.Role] = true
-		}
-		if !mine && !s.Deleting {
-			live[s.Name] = true
-		}
-	}
-	var errs []error
-	if !g.wasReady {
-		for name := range g.live {
-			if !live[name] {
-				errs = append(errs, fmt.Errorf("I5: old set %s retired while the desired generation %s was not Ready", name, desired.Generation))
-			}
-		}
-	}
-	g.wasReady = len(ready) == len(desired.Roles)
-	g.live = live
 	return errors.Join(errs...)
 }
 
