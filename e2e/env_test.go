@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -195,6 +196,7 @@ func keyOf(u *unstructured.Unstructured) string {
 }
 
 type event struct {
+	seq    int // the order the monitor received events in
 	typ    watch.EventType
 	at     time.Time
 	uid    types.UID
@@ -205,6 +207,7 @@ type event struct {
 // monitor records watch events per object key.
 type monitor struct {
 	mu     sync.Mutex
+	seq    int
 	events map[string][]event
 }
 
@@ -240,7 +243,8 @@ func startMonitor(t *testing.T, ctx context.Context, dyn dynamic.Interface) *mon
 					}
 					u.SetKind(k.gvk.Kind)
 					m.mu.Lock()
-					m.events[keyOf(u)] = append(m.events[keyOf(u)], event{ev.Type, time.Now(), u.GetUID(), u.GetLabels(), u})
+					m.seq++
+					m.events[keyOf(u)] = append(m.events[keyOf(u)], event{m.seq, ev.Type, time.Now(), u.GetUID(), u.GetLabels(), u})
 					m.mu.Unlock()
 				}
 				w.Stop()
@@ -325,6 +329,61 @@ func content(u *unstructured.Unstructured) map[string]any {
 	return c.Object
 }
 
+// gating checks I5 from the event stream of the family's sets, which one
+// watch delivers in the API server's order: whenever a set outside the
+// desired generation began deleting between from and to, every desired role
+// had a live set that was Ready for its current spec, as last seen before.
+// Unlike handofftest.Gate, it holds however the executor and the set
+// controller interleave.
+func (m *monitor) gating(fam handoff.Family, desired *handoff.Desired, from, to time.Time) []error {
+	m.mu.Lock()
+	var evs []event
+	for _, es := range m.events {
+		for _, e := range es {
+			if e.obj.GetKind() == fam.Kind && fam.Contains(e.labels) {
+				evs = append(evs, e)
+			}
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(evs, func(a, b event) int { return a.seq - b.seq })
+
+	var errs []error
+	last := map[string]handoff.Set{} // by set name, deleted sets removed
+	for _, e := range evs {
+		s, err := fam.Observe(e.obj)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		was, existed := last[s.Name]
+		if e.typ == watch.Deleted {
+			delete(last, s.Name)
+		} else {
+			last[s.Name] = s
+		}
+		mine := slices.ContainsFunc(desired.Roles, func(r handoff.Role) bool { return r.Name == s.Role }) && s.Generation == desired.Generation
+		began := (s.Deleting || e.typ == watch.Deleted) && !(existed && was.Deleting)
+		if mine || !began || e.at.Before(from) || e.at.After(to) {
+			continue
+		}
+		var notReady []string
+		for _, r := range desired.Roles {
+			ready := false
+			for _, o := range last {
+				ready = ready || (o.Generation == desired.Generation && o.Role == r.Name && !o.Deleting && o.Readiness.State == handoff.Ready)
+			}
+			if !ready {
+				notReady = append(notReady, r.Name)
+			}
+		}
+		if len(notReady) > 0 {
+			errs = append(errs, fmt.Errorf("I5: old set %s began deleting while roles %v of %s were not Ready", s.Name, notReady, desired.Generation))
+		}
+	}
+	return errs
+}
+
 // setUIDs returns, for every (generation, role) of the family's sets seen
 // after t, the UIDs of the sets the monitor saw with it.
 func (m *monitor) setUIDs(fam handoff.Family, t time.Time) map[string]map[types.UID]bool {
@@ -356,7 +415,7 @@ type env struct {
 	prop       metav1.DeletionPropagation
 	exec       *handoff.Executor
 	ctrl       *handofftest.SetController
-	manifests  map[string]map[string][]*unstructured.Unstructured
+	manifests  handofftest.Catalog
 	calls      int
 }
 
@@ -369,7 +428,7 @@ func newEnv(t *testing.T, name string, prop metav1.DeletionPropagation) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, dyn: dyn, mapper: newMapper(), ns: "e2e-" + name, suffix: name, prop: prop,
-		manifests: map[string]map[string][]*unstructured.Unstructured{}}
+		manifests: handofftest.Catalog{}}
 	e.fam = handoff.Family{
 		Resource:        handofftest.SetResource,
 		Kind:            setKind,
@@ -396,19 +455,7 @@ func newEnv(t *testing.T, name string, prop metav1.DeletionPropagation) *env {
 // cluster through dyn.
 func (e *env) executor(dyn dynamic.Interface) *handoff.Executor {
 	return &handoff.Executor{Family: e.fam, Dynamic: dyn, Mapper: e.mapper, Prune: handoff.DefaultPruneOptions(),
-		RoleOrder: []string{"static", "deployment"}, Propagation: e.prop, Build: e.build}
-}
-
-func (e *env) build(_ context.Context, d handoff.Desired, r handoff.Role) (*unstructured.Unstructured, error) {
-	ms, ok := e.manifests[d.Generation][r.Name]
-	if !ok {
-		return nil, fmt.Errorf("no manifests for %s/%s", d.Generation, r.Name)
-	}
-	items := make([]any, 0, len(ms))
-	for _, m := range ms {
-		items = append(items, m.DeepCopy().Object)
-	}
-	return &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"manifests": items}}}, nil
+		RoleOrder: []string{"static", "deployment"}, Propagation: e.prop, Build: e.manifests.Build}
 }
 
 // desire registers generation gen of the component, changed by edits, and
@@ -418,19 +465,7 @@ func (e *env) desire(gen string, edits ...func(map[string][]*unstructured.Unstru
 	for _, edit := range edits {
 		edit(ms)
 	}
-	e.manifests[gen] = ms
-	d := &handoff.Desired{Generation: gen}
-	for i, r := range []string{"static", "deployment"} {
-		role := handoff.Role{Name: r}
-		if i > 0 {
-			role.After = []string{"static"}
-		}
-		for _, m := range ms[r] {
-			role.Resources = append(role.Resources, handoff.RefOf(m))
-		}
-		d.Roles = append(d.Roles, role)
-	}
-	return d
+	return e.manifests.Desire(gen, []string{"static", "deployment"}, ms)
 }
 
 // deploymentsAvailable is the set controller's readiness rule: every
@@ -476,10 +511,14 @@ func (e *env) converge(ctx context.Context, d *handoff.Desired) {
 }
 
 // drive steps exec (and calls reconcile, if not nil, after each step) until
-// the plan is settled and no set of the family is deleting. Errors of single
-// rounds are logged and retried; it fails the test after 60 s.
+// the plan is settled and no set of the family is deleting, or ctx ends.
+// With reconcile, nothing else changes the sets between rounds, so it
+// checks I5 with handofftest.Gate after every round (with a set controller
+// running on its own, monitor.gating checks I5). Errors of single rounds
+// are logged and retried; it fails the test after 60 s.
 func (e *env) drive(ctx context.Context, exec *handoff.Executor, d *handoff.Desired, reconcile func(context.Context) error) {
 	e.t.Helper()
+	var gate handofftest.Gate
 	deadline := time.Now().Add(60 * time.Second)
 	for rounds := 1; ; rounds++ {
 		if time.Now().After(deadline) {
@@ -487,6 +526,9 @@ func (e *env) drive(ctx context.Context, exec *handoff.Executor, d *handoff.Desi
 		}
 		res, err := exec.Step(ctx, d)
 		e.calls += len(res.Writes)
+		if ctx.Err() != nil {
+			return
+		}
 		if err != nil {
 			e.t.Logf("round %d: step: %v (retrying)", rounds, err)
 		}
@@ -496,20 +538,24 @@ func (e *env) drive(ctx context.Context, exec *handoff.Executor, d *handoff.Desi
 				err = cerr
 			}
 		}
-		if err == nil && !res.Requeue && !e.deleting(ctx) {
+		sets, lerr := e.sets(ctx)
+		if lerr != nil {
+			e.t.Logf("round %d: list sets: %v (retrying)", rounds, lerr)
+			err = lerr
+		} else if d != nil && reconcile != nil {
+			if gerr := gate.Check(sets, *d); gerr != nil {
+				e.t.Errorf("round %d: %v", rounds, gerr)
+			}
+		}
+		if err == nil && !res.Requeue && !deleting(sets) {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// deleting reports whether a set of the family is being deleted (or the
-// family cannot be listed).
-func (e *env) deleting(ctx context.Context) bool {
-	sets, err := e.sets(ctx)
-	if err != nil {
-		return true
-	}
+// deleting reports whether one of the sets is being deleted.
+func deleting(sets []handoff.Set) bool {
 	for _, s := range sets {
 		if s.Deleting {
 			return true

@@ -125,6 +125,11 @@ func TestUpgrade(t *testing.T) {
 		if len(deleted) == 0 {
 			t.Errorf("legacy upgrade deleted no shared resource; the monitor should have seen deletions")
 		}
+		// Today's flow deletes v1's sets before v2's exist: the event-stream
+		// check of I5 must see that.
+		if errs := mon.gating(e.fam, v2, began, time.Now()); len(errs) != 2 {
+			t.Errorf("I5 check of the legacy flow: %d violations, want one per v1 set: %v", len(errs), errs)
+		}
 		t.Logf("legacy: %d of %d shared resources deleted, longest absence %d ms", len(deleted), len(keys), longest.Milliseconds())
 		record(row{"legacy", len(deleted), longest, e.calls - calls, took})
 	})
@@ -147,9 +152,13 @@ func TestNoTugOfWar(t *testing.T) {
 	defer stop()
 	e.drive(ctx, e.exec, e.desire("v1"), nil)
 	began := time.Now()
-	e.drive(ctx, e.exec, e.desire("v2"), nil)
+	v2 := e.desire("v2")
+	e.drive(ctx, e.exec, v2, nil)
 	stop()
 	e.checkEnd(ctx, "v1", "v2")
+	for _, err := range mon.gating(e.fam, v2, began, time.Now()) {
+		t.Error(err)
+	}
 
 	_, keys := e.shared("v1", "v2")
 	most, total := 0, 0

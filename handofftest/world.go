@@ -29,7 +29,7 @@ type World struct {
 	Controller *SetController
 	// Manifests holds each desired role's manifests, by generation and role,
 	// for the executor's Build function.
-	Manifests map[string]map[string][]*unstructured.Unstructured
+	Manifests Catalog
 	// Plans receives every plan as it is made, if not nil.
 	Plans io.Writer
 }
@@ -47,12 +47,12 @@ func NewWorld(component string, opts ...Option) *World {
 		HashAnnotation:  "operator.tekton.dev/last-applied-hash",
 		NamePrefix:      "component-main-",
 	}
-	w := &World{Cluster: c, Family: fam, Manifests: map[string]map[string][]*unstructured.Unstructured{}}
+	w := &World{Cluster: c, Family: fam, Manifests: Catalog{}}
 	prune := handoff.DefaultPruneOptions()
 	w.Executor = &handoff.Executor{
 		Family: fam, Dynamic: c.ClientFor("executor"), Mapper: c.Mapper(), Prune: prune,
 		RoleOrder: []string{"static", "deployment", "statefulset"},
-		Build:     w.build,
+		Build:     w.Manifests.Build,
 	}
 	finalizer := *w.Executor
 	finalizer.Dynamic = c.ClientFor("controller")
@@ -69,8 +69,18 @@ func NewWorld(component string, opts ...Option) *World {
 // Desire registers the manifests of a generation's roles and returns the
 // matching desired generation; roles after the first wait for the first.
 func (w *World) Desire(generation string, roles []string, manifests map[string][]*unstructured.Unstructured) *handoff.Desired {
+	return w.Manifests.Desire(generation, roles, manifests)
+}
+
+// Catalog holds the manifests of each generation's roles, by generation and
+// role. Its Build method is a [handoff.BuildFunc] for them.
+type Catalog map[string]map[string][]*unstructured.Unstructured
+
+// Desire registers the manifests of a generation's roles and returns the
+// matching desired generation; roles after the first wait for the first.
+func (c Catalog) Desire(generation string, roles []string, manifests map[string][]*unstructured.Unstructured) *handoff.Desired {
 	d := &handoff.Desired{Generation: generation}
-	w.Manifests[generation] = manifests
+	c[generation] = manifests
 	for i, r := range roles {
 		role := handoff.Role{Name: r}
 		if i > 0 {
@@ -84,8 +94,11 @@ func (w *World) Desire(generation string, roles []string, manifests map[string][
 	return d
 }
 
-func (w *World) build(_ context.Context, d handoff.Desired, r handoff.Role) (*unstructured.Unstructured, error) {
-	ms, ok := w.Manifests[d.Generation][r.Name]
+// Build makes the set of a role of a registered generation, listing the
+// role's manifests in spec.manifests as tektoncd/operator's sets do. It
+// implements [handoff.BuildFunc].
+func (c Catalog) Build(_ context.Context, d handoff.Desired, r handoff.Role) (*unstructured.Unstructured, error) {
+	ms, ok := c[d.Generation][r.Name]
 	if !ok {
 		return nil, fmt.Errorf("no manifests for %s/%s", d.Generation, r.Name)
 	}
