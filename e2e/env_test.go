@@ -416,7 +416,7 @@ type env struct {
 	exec       *handoff.Executor
 	ctrl       *handofftest.SetController
 	manifests  handofftest.Catalog
-	calls      int
+	writes     int
 }
 
 // newEnv makes the component "e2e-<name>": its namespace, family, an
@@ -525,7 +525,7 @@ func (e *env) drive(ctx context.Context, exec *handoff.Executor, d *handoff.Desi
 			e.t.Fatalf("not converged after 60s (%d rounds)", rounds)
 		}
 		res, err := exec.Step(ctx, d)
-		e.calls += len(res.Writes)
+		e.writes += len(res.Writes)
 		if ctx.Err() != nil {
 			return
 		}

@@ -20,7 +20,7 @@ type row struct {
 	scenario string
 	deleted  int
 	longest  time.Duration
-	calls    int
+	writes   int
 	took     time.Duration
 }
 
@@ -67,7 +67,7 @@ func TestUpgrade(t *testing.T) {
 		t.Run("handoff-"+tc.name, func(t *testing.T) {
 			e := newEnv(t, tc.name, tc.prop)
 			e.converge(ctx, e.desire("v1"))
-			calls := e.calls
+			writes := e.writes
 			v2 := e.desire("v2")
 			began := time.Now()
 			e.converge(ctx, v2)
@@ -79,14 +79,14 @@ func TestUpgrade(t *testing.T) {
 			if len(deleted) != 0 {
 				t.Errorf("shared resources deleted during the upgrade: %v", deleted)
 			}
-			record(row{"handoff/" + tc.name, len(deleted), longest, e.calls - calls, took})
+			record(row{"handoff/" + tc.name, len(deleted), longest, e.writes - writes, took})
 		})
 	}
 
 	t.Run("legacy", func(t *testing.T) {
 		e := newEnv(t, "legacy", "")
 		e.converge(ctx, e.desire("v1"))
-		calls := e.calls
+		writes := e.writes
 		v2 := e.desire("v2")
 		began := time.Now()
 		e.ctrl.Legacy = true
@@ -99,7 +99,7 @@ func TestUpgrade(t *testing.T) {
 			if err := e.dyn.Resource(e.fam.Resource).Delete(ctx, s.Name, metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil && !apierrors.IsNotFound(err) {
 				t.Fatal(err)
 			}
-			e.calls++
+			e.writes++
 		}
 		deadline := time.Now().Add(60 * time.Second)
 		for {
@@ -131,12 +131,12 @@ func TestUpgrade(t *testing.T) {
 			t.Errorf("I5 check of the legacy flow: %d violations, want one per v1 set: %v", len(errs), errs)
 		}
 		t.Logf("legacy: %d of %d shared resources deleted, longest absence %d ms", len(deleted), len(keys), longest.Milliseconds())
-		record(row{"legacy", len(deleted), longest, e.calls - calls, took})
+		record(row{"legacy", len(deleted), longest, e.writes - writes, took})
 	})
 
-	t.Logf("%-22s %8s %12s %10s %10s", "scenario", "deleted", "absence ms", "exec calls", "upgrade")
+	t.Logf("%-22s %8s %12s %11s %10s", "scenario", "deleted", "absence ms", "exec writes", "upgrade")
 	for _, r := range summary {
-		t.Logf("%-22s %8d %12d %10d %10v", r.scenario, r.deleted, r.longest.Milliseconds(), r.calls, r.took.Round(time.Millisecond))
+		t.Logf("%-22s %8d %12d %11d %10v", r.scenario, r.deleted, r.longest.Milliseconds(), r.writes, r.took.Round(time.Millisecond))
 	}
 }
 
