@@ -293,3 +293,21 @@ func TestCallsPerScenario(t *testing.T) {
 	}
 	callsLogTable(t, rows)
 }
+
+// smallComponent is the component the call counts are derived for: three
+// ConfigMaps (two shared, one of the generation's own) and a Deployment.
+func smallComponent(gen string) map[string][]*unstructured.Unstructured {
+	cm := func(name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"v": gen}}}
+		u.SetNamespace("ns")
+		u.SetName(name)
+		return u
+	}
+	dep := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "spec": map[string]any{"image": gen}}}
+	dep.SetNamespace("ns")
+	dep.SetName("controller")
+	return map[string][]*unstructured.Unstructured{
+		"static":     {cm("shared-a"), cm("shared-b"), cm("only-" + gen)},
+		"deployment": {dep},
+	}
+}

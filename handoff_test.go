@@ -1,7 +1,6 @@
 package handoff_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -10,8 +9,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/kube-handoff/handoff"
-	"github.com/kube-handoff/handoff/handofftest"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -35,7 +32,7 @@ func steps(p handoff.Plan) []step {
 	return out
 }
 
-func TestCorePlannerCases(t *testing.T) {
+func TestPlannerCases(t *testing.T) {
 	two := &handoff.Desired{Generation: "v2", Roles: []handoff.Role{{Name: "static"}, {Name: "deployment", After: []string{"static"}}}}
 	sup := func(s handoff.Set) handoff.Set { s.SupersededBy = "v2"; return s }
 	del := func(s handoff.Set) handoff.Set { s.Deleting = true; return s }
@@ -134,7 +131,7 @@ func TestCorePlannerCases(t *testing.T) {
 	}
 }
 
-func TestCorePlannerRejectsBadInput(t *testing.T) {
+func TestPlannerRejectsBadInput(t *testing.T) {
 	p := handoff.Planner{Family: family}
 	ok := &handoff.Desired{Generation: "v2", Roles: []handoff.Role{{Name: "static"}}}
 	noGen := mk("x", "", "static", 1, handoff.Ready)
@@ -170,167 +167,10 @@ func TestCorePlannerRejectsBadInput(t *testing.T) {
 	}
 }
 
-func smallComponent(gen string) map[string][]*unstructured.Unstructured {
-	cm := func(name string) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"v": gen}}}
-		u.SetNamespace("ns")
-		u.SetName(name)
-		return u
-	}
-	dep := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "spec": map[string]any{"image": gen}}}
-	dep.SetNamespace("ns")
-	dep.SetName("controller")
-	return map[string][]*unstructured.Unstructured{
-		"static":     {cm("shared-a"), cm("shared-b"), cm("only-" + gen)},
-		"deployment": {dep},
-	}
-}
-
-var (
-	sharedKeys = []handofftest.Key{{Kind: "ConfigMap", Namespace: "ns", Name: "shared-a"}, {Kind: "ConfigMap", Namespace: "ns", Name: "shared-b"},
-		{Group: "apps", Kind: "Deployment", Namespace: "ns", Name: "controller"}}
-	onlyV1 = handofftest.Key{Kind: "ConfigMap", Namespace: "ns", Name: "only-v1"}
-	onlyV2 = handofftest.Key{Kind: "ConfigMap", Namespace: "ns", Name: "only-v2"}
-)
-
-// installed returns a World with the small component installed at v1, and
-// the desired v1 and v2.
-func installed(t *testing.T) (*handofftest.World, *handoff.Desired, *handoff.Desired) {
-	t.Helper()
-	w := handofftest.NewWorld("TektonPipeline")
-	roles := []string{"static", "deployment"}
-	v1 := w.Desire("v1", roles, smallComponent("v1"))
-	v2 := w.Desire("v2", roles, smallComponent("v2"))
-	if _, err := w.Converge(context.Background(), v1, 30); err != nil {
-		t.Fatal(err)
-	}
-	return w, v1, v2
-}
-
-// upgrade installs v1, then upgrades to v2 with faults injected by inject,
-// and checks I1, I2, I3 and (inside Converge) I5.
-func upgrade(t *testing.T, inject func(*handofftest.World)) {
-	t.Helper()
-	ctx := context.Background()
-	w, _, v2 := installed(t)
-	start := w.Cluster.Now()
-	if inject != nil {
-		inject(w)
-	}
-	if _, err := w.Converge(ctx, v2, 100); err != nil {
-		t.Fatal(err)
-	}
-	w.Cluster.DisableFaults()
-	if _, err := w.Converge(ctx, v2, 30); err != nil {
-		t.Fatal(err)
-	}
-	if gaps := w.Cluster.Gaps(sharedKeys, start, w.Cluster.Now()); len(gaps) != 0 {
-		t.Errorf("I1: %v", gaps)
-	}
-	if err := handofftest.CheckConverged(w.Cluster, w.Family, v2); err != nil {
-		t.Error(err)
-	}
-	if w.Cluster.Exists(onlyV1) || !w.Cluster.Exists(onlyV2) {
-		t.Errorf("I3: only-v1 exists %v (want false), only-v2 exists %v (want true)", w.Cluster.Exists(onlyV1), w.Cluster.Exists(onlyV2))
-	}
-}
-
-func TestCoreUpgradeKeepsSharedResources(t *testing.T) { upgrade(t, nil) }
-
-func TestCoreUpgradeSurvivesACrashAtEveryExecutorCall(t *testing.T) {
-	// E: the executor's calls during a clean upgrade.
-	ctx := context.Background()
-	w, _, v2 := installed(t)
-	before := 0
-	for k, n := range w.Cluster.Calls() {
-		if k.Actor == "executor" {
-			before += n
-		}
-	}
-	if _, err := w.Converge(ctx, v2, 30); err != nil {
-		t.Fatal(err)
-	}
-	e := -before
-	for k, n := range w.Cluster.Calls() {
-		if k.Actor == "executor" {
-			e += n
-		}
-	}
-	t.Logf("a clean upgrade takes E=%d executor calls; crashing at each, before and after commit", e)
-	for i := 1; i <= e; i++ {
-		for _, mode := range []handofftest.Mode{handofftest.BeforeCommit, handofftest.AfterCommit} {
-			upgrade(t, func(w *handofftest.World) {
-				w.Cluster.InjectFaults(handofftest.FailNth(i, mode, nil), "executor")
-			})
-		}
-	}
-}
-
-func TestCoreUpgradeUnderRandomFaults(t *testing.T) {
-	for seed := int64(0); seed < 500; seed++ {
-		upgrade(t, func(w *handofftest.World) {
-			w.Cluster.InjectFaults(handofftest.RandomFaults(seed, 0.2), "executor", "controller")
-		})
-		if t.Failed() {
-			t.Fatalf("seed %d", seed)
-		}
-	}
-}
-
-func TestCoreLegacyFlowOpensAGapAndOursDoesNot(t *testing.T) {
-	ctx := context.Background()
-	gaps := map[bool]int{}
-	for _, legacy := range []bool{false, true} {
-		w, _, v2 := installed(t)
-		start := w.Cluster.Now()
-		var err error
-		if legacy {
-			_, err = w.ConvergeLegacy(ctx, v2, 30)
-		} else {
-			_, err = w.Converge(ctx, v2, 30)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		g := w.Cluster.Gaps(sharedKeys, start, w.Cluster.Now())
-		gaps[legacy] = len(g)
-		t.Logf("legacy=%v: %d absences %v", legacy, len(g), g)
-	}
-	if gaps[false] != 0 {
-		t.Errorf("handoff opened %d gaps, want 0", gaps[false])
-	}
-	if gaps[true] != len(sharedKeys) {
-		t.Errorf("the legacy flow opened %d gaps, want one per shared resource (%d)", gaps[true], len(sharedKeys))
-	}
-}
-
-func TestCoreSteadyStateIsOneList(t *testing.T) {
-	ctx := context.Background()
-	w := handofftest.NewWorld("TektonPipeline")
-	v1 := w.Desire("v1", []string{"static", "deployment"}, smallComponent("v1"))
-	if _, err := w.Converge(ctx, v1, 30); err != nil {
-		t.Fatal(err)
-	}
-	w.Cluster.ClearActions()
-	before := w.Cluster.Calls()
-	if _, err := w.Executor.Step(ctx, v1); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]int{}
-	for k, n := range w.Cluster.Calls() {
-		if d := n - before[k]; k.Actor == "executor" && d > 0 {
-			got[k.Verb] += d
-		}
-	}
-	if diff := cmp.Diff(map[string]int{"list": 1}, got); diff != "" {
-		t.Errorf("steady-state calls (-want +got):\n%s", diff)
-	}
-}
-
 // Over random families, no plan retires an old set while a desired set is
 // not Ready (I5), none retires the single kept set of a desired role, and no
 // action names a set outside the family (I4).
-func TestCorePlannerPropertiesOverRandomFamilies(t *testing.T) {
+func TestPlannerPropertiesOverRandomFamilies(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	gens := []string{"v1", "v2", "v3"}
 	roles := []string{"static", "deployment", "statefulset", "extra"}
