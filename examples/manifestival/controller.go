@@ -8,12 +8,11 @@ import (
 	"slices"
 
 	"github.com/kube-handoff/handoff"
-	"k8s.io/apimachinery/pkg/api/equality"
+	mf "github.com/manifestival/manifestival"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -30,6 +29,9 @@ import (
 //   - before writing a listed resource it asks [handoff.Guard.MayApply]
 //     and leaves the resource alone when the answer is no (the Bundle is
 //     superseded and the new generation lists the resource too);
+//   - it applies a Bundle's resources with manifestival (Filter by the
+//     guard, Transform to set owners, Apply: a three-way merge that keeps
+//     what other controllers write), through [mfClient];
 //   - installed resources get a controller ownerReference to their Bundle,
 //     except the unowned kinds (CRDs, Namespaces, webhook configurations);
 //   - readiness is the "Installed" condition, always written with
@@ -92,59 +94,44 @@ func (c *bundleController) reconcileBundle(ctx context.Context, s handoff.Set, f
 	if err != nil {
 		return err
 	}
+	objs := make([]unstructured.Unstructured, 0, len(items))
 	for _, it := range items {
 		m, ok := it.(map[string]any)
 		if !ok {
 			return fmt.Errorf("spec.resources holds a %T", it)
 		}
-		want := &unstructured.Unstructured{Object: m}
-		if ok, _ := guard.MayApply(handoff.RefOf(want)); !ok {
-			continue
-		}
-		if err := c.apply(ctx, want, s); err != nil {
-			return fmt.Errorf("apply %s: %w", handoff.RefOf(want), err)
-		}
+		objs = append(objs, unstructured.Unstructured{Object: m})
+	}
+	// Apply as a manifestival operator does (a three-way merge with the
+	// last-applied annotation, so other controllers' fields are kept),
+	// leaving alone what the guard refuses and owning the rest.
+	m, err := mf.ManifestFrom(mf.Slice(objs), mf.UseClient(mfClient{ctx: ctx, c: c}))
+	if err != nil {
+		return err
+	}
+	m, err = m.Filter(func(u *unstructured.Unstructured) bool {
+		ok, _ := guard.MayApply(handoff.RefOf(u))
+		return ok
+	}).Transform(c.own(s))
+	if err != nil {
+		return err
+	}
+	if err := m.Apply(); err != nil {
+		return fmt.Errorf("apply: %w", err)
 	}
 	return c.report(ctx, obj)
 }
 
-// apply creates or updates one resource to match want, owned by the Bundle.
-func (c *bundleController) apply(ctx context.Context, want *unstructured.Unstructured, s handoff.Set) error {
-	client, err := c.resource(handoff.RefOf(want))
-	if err != nil {
-		return err
-	}
-	desired := want.DeepCopy()
-	if !slices.Contains(c.unowned, want.GroupVersionKind().GroupKind()) {
-		desired.SetOwnerReferences([]metav1.OwnerReference{c.exec.Family.OwnerReference(s)})
-	}
-	live, err := client.Get(ctx, want.GetName(), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = client.Create(ctx, desired, metav1.CreateOptions{})
-		return err
-	}
-	if err != nil {
-		return err
-	}
-	next := live.DeepCopy()
-	for k, v := range desired.Object {
-		if k != "metadata" && k != "status" {
-			next.Object[k] = v
+// own gives every resource but the unowned kinds a controller
+// ownerReference to the Bundle.
+func (c *bundleController) own(s handoff.Set) mf.Transformer {
+	ref := c.exec.Family.OwnerReference(s)
+	return func(u *unstructured.Unstructured) error {
+		if !slices.Contains(c.unowned, u.GroupVersionKind().GroupKind()) {
+			u.SetOwnerReferences([]metav1.OwnerReference{ref})
 		}
-	}
-	// Merge labels and annotations rather than replace them: other
-	// controllers add their own (the deployment controller's revision
-	// annotation), and removing those starts a write war.
-	next.SetLabels(merged(live.GetLabels(), desired.GetLabels()))
-	next.SetAnnotations(merged(live.GetAnnotations(), desired.GetAnnotations()))
-	if refs := desired.GetOwnerReferences(); refs != nil {
-		next.SetOwnerReferences(refs)
-	}
-	if equality.Semantic.DeepEqual(live.Object, next.Object) {
 		return nil
 	}
-	_, err = client.Update(ctx, next, metav1.UpdateOptions{})
-	return err
 }
 
 // report writes the Installed condition with status.observedGeneration:
@@ -188,10 +175,50 @@ func (c *bundleController) resource(r handoff.Ref) (dynamic.ResourceInterface, e
 	return c.client.Resource(m.Resource), nil
 }
 
-// merged returns base with over's entries on top, or nil if both are empty.
-func merged(base, over map[string]string) map[string]string {
-	if len(base)+len(over) == 0 {
+// mfClient is manifestival's Client over the controller's dynamic client,
+// for the context of one reconcile.
+type mfClient struct {
+	ctx context.Context
+	c   *bundleController
+}
+
+var _ mf.Client = mfClient{}
+
+func (m mfClient) Create(u *unstructured.Unstructured, opts ...mf.ApplyOption) error {
+	r, err := m.c.resource(handoff.RefOf(u))
+	if err != nil {
+		return err
+	}
+	_, err = r.Create(m.ctx, u, *mf.ApplyWith(opts).ForCreate)
+	return err
+}
+
+func (m mfClient) Update(u *unstructured.Unstructured, opts ...mf.ApplyOption) error {
+	r, err := m.c.resource(handoff.RefOf(u))
+	if err != nil {
+		return err
+	}
+	_, err = r.Update(m.ctx, u, *mf.ApplyWith(opts).ForUpdate)
+	return err
+}
+
+func (m mfClient) Delete(u *unstructured.Unstructured, opts ...mf.DeleteOption) error {
+	r, err := m.c.resource(handoff.RefOf(u))
+	if err != nil {
+		return err
+	}
+	o := mf.DeleteWith(opts)
+	err = r.Delete(m.ctx, u.GetName(), *o.ForDelete)
+	if o.IgnoreNotFound && apierrors.IsNotFound(err) {
 		return nil
 	}
-	return labels.Merge(base, over)
+	return err
+}
+
+func (m mfClient) Get(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	r, err := m.c.resource(handoff.RefOf(u))
+	if err != nil {
+		return nil, err
+	}
+	return r.Get(m.ctx, u.GetName(), metav1.GetOptions{})
 }

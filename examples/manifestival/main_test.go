@@ -7,6 +7,10 @@ import (
 
 	"github.com/kube-handoff/handoff"
 	"github.com/kube-handoff/handoff/handofftest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 )
 
 func TestSplitRoles(t *testing.T) {
@@ -146,5 +150,55 @@ func TestRemove(t *testing.T) {
 				t.Errorf("%s: gone %v after the component was removed", k, gone)
 			}
 		}
+	}
+}
+
+// Once the upgrade has converged, a pass of the Bundle controller finds
+// every resource as manifestival last applied it and writes nothing; and a
+// field another controller added to a resource survives the pass.
+func TestSteadyPassWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	d, err := newDemo(nil, "v1", "v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.upgrade(ctx, "v1", "v2"); err != nil {
+		t.Fatal(err)
+	}
+	key := d.gens["v2"].desired.Roles[0].Resources[0]
+	var target *unstructured.Unstructured
+	for _, o := range d.cluster.Objects() {
+		if handoff.RefOf(o) == key {
+			target = o
+		}
+	}
+	if target == nil {
+		t.Fatalf("%s not installed", key)
+	}
+	gvr, err := d.cluster.Mapper().RESTMapping(key.GroupKind())
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := []byte(`{"metadata":{"annotations":{"other.example.com/note":"kept"}}}`)
+	var r dynamic.ResourceInterface = d.cluster.ClientFor("other").Resource(gvr.Resource)
+	if key.Namespace != "" {
+		r = d.cluster.ClientFor("other").Resource(gvr.Resource).Namespace(key.Namespace)
+	}
+	if _, err := r.Patch(ctx, key.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n := len(d.cluster.Writes())
+	if err := d.ctrl.reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range d.cluster.Writes()[n:] {
+		t.Errorf("steady pass wrote: %v", w)
+	}
+	live, err := r.Get(ctx, key.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live.GetAnnotations()["other.example.com/note"] != "kept" {
+		t.Errorf("another controller's annotation on %s was lost: %v", key, live.GetAnnotations())
 	}
 }
