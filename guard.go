@@ -1,6 +1,13 @@
 package handoff
 
-import "fmt"
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
 
 // Guard answers, for one set, whether its controller may write a resource
 // the set lists, while generations coexist. Without it the old generation's
@@ -11,9 +18,13 @@ import "fmt"
 // [Guard.MayApply]; when it says no, leave the resource alone (it is not
 // deleted, only not written). The executor marks old sets with
 // [Family.SupersededAnnotation] as the first step of an upgrade and removes
-// the mark on a rollback, which gives the resources back.
+// the mark on a rollback, which gives the resources back. A controller that
+// reads the live object before writing it asks [Guard.MayWrite] instead,
+// which also holds when its view of the family is older than the cluster.
 type Guard struct {
 	set    Set
+	kind   schema.GroupKind // the set's own kind, from set.Object
+	known  map[types.UID]Set
 	claims map[Ref]string
 }
 
@@ -21,7 +32,13 @@ type Guard struct {
 // pass over the resources of the superseding generation, so a controller
 // builds it once per reconcile, not once per resource.
 func NewGuard(set Set, family []Set) Guard {
-	g := Guard{set: set}
+	g := Guard{set: set, known: make(map[types.UID]Set, len(family))}
+	if set.Object != nil {
+		g.kind = set.Object.GroupVersionKind().GroupKind()
+	}
+	for _, s := range family {
+		g.known[s.UID] = s
+	}
 	if set.SupersededBy == "" || set.Deleting {
 		return g
 	}
@@ -53,6 +70,45 @@ func (g Guard) MayApply(r Ref) (ok bool, reason string) {
 		return false, fmt.Sprintf("%s is claimed by %s of generation %s", r, by, g.set.SupersededBy)
 	}
 	return true, ""
+}
+
+// MayWrite reports whether the set may write live, the object as just read
+// from the cluster, that it lists; when it may not, reason names what stops
+// it. It asks [Guard.MayApply] first, then refuses to take an object over
+// from another set of the same kind that is its controller, unless the
+// guard's view of the family shows that set superseded or being deleted:
+//
+//   - a controller set the view does not hold is newer than the view (a set
+//     controller's cache can lag behind the executor), and has already
+//     written the object, so writing it back would revert it;
+//   - a live, not superseded set keeps what it controls, so two sets that
+//     list one resource do not fight over it.
+//
+// It needs set.Object (which [Family.Observe] sets) to know the set kind.
+// Write the object back with the resourceVersion read (an update, not a
+// blind apply): a write by another set between the read and the update
+// then fails with a conflict instead of being reverted.
+func (g Guard) MayWrite(live *unstructured.Unstructured) (ok bool, reason string) {
+	r := RefOf(live)
+	if ok, reason := g.MayApply(r); !ok {
+		return false, reason
+	}
+	owner := metav1.GetControllerOfNoCopy(live)
+	if owner == nil || owner.UID == g.set.UID || g.kind.Empty() {
+		return true, ""
+	}
+	gv, err := schema.ParseGroupVersion(owner.APIVersion)
+	if err != nil || (schema.GroupKind{Group: gv.Group, Kind: owner.Kind}) != g.kind {
+		return true, "" // not controlled by a set: not the guard's to decide
+	}
+	other, known := g.known[owner.UID]
+	switch {
+	case !known:
+		return false, fmt.Sprintf("%s is controlled by set %s (uid %s), newer than this view of the family", r, owner.Name, owner.UID)
+	case other.Deleting || other.SupersededBy != "":
+		return true, ""
+	}
+	return false, fmt.Sprintf("%s is controlled by live set %s of generation %s", r, other.Name, other.Generation)
 }
 
 // MayApply is [NewGuard] followed by [Guard.MayApply], for a single question.

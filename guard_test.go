@@ -1,10 +1,16 @@
 package handoff_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/kube-handoff/handoff"
+	"github.com/kube-handoff/handoff/handofftest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 )
 
 func TestGuardMayApply(t *testing.T) {
@@ -158,5 +164,136 @@ func TestGuardMayApplyAcrossUpgradeAndRollback(t *testing.T) {
 				t.Errorf("%s: %s MayApply = %v, want %v", st.name, c.set.Name, got, c.want)
 			}
 		}
+	}
+}
+
+// withObject gives a hand-built set the object Family.Observe would keep,
+// of tektoncd/operator's set kind.
+func withObject(s handoff.Set) handoff.Set {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "operator.tekton.dev/v1alpha1", "kind": "TektonInstallerSet"}}
+	u.SetName(s.Name)
+	u.SetUID(s.UID)
+	s.Object = u
+	return s
+}
+
+// liveObj is a live object of r whose controller is owner.
+func liveObj(r handoff.Ref, owner *metav1.OwnerReference) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": schema.GroupVersion{Group: r.Group, Version: "v1"}.String(), "kind": r.Kind}}
+	u.SetNamespace(r.Namespace)
+	u.SetName(r.Name)
+	if owner != nil {
+		u.SetOwnerReferences([]metav1.OwnerReference{*owner})
+	}
+	return u
+}
+
+func TestGuardMayWrite(t *testing.T) {
+	shared := prCM("config-defaults")
+	oldStatic := withObject(prSet("static-v1", "v1", "static", 1, shared))
+	newStatic := withObject(prSet("static-v2", "v2", "static", 10, shared))
+	sibling := withObject(prSet("static-v1-dup", "v1", "static", 2, shared))
+	ctrl := func(s handoff.Set) *metav1.OwnerReference {
+		return &metav1.OwnerReference{APIVersion: "operator.tekton.dev/v1alpha1", Kind: "TektonInstallerSet", Name: s.Name, UID: s.UID, Controller: ptr.To(true)}
+	}
+	type answer struct {
+		OK     bool
+		Reason string
+	}
+	yes := answer{true, ""}
+	tests := []struct {
+		name   string
+		set    handoff.Set
+		family []handoff.Set
+		owner  *metav1.OwnerReference
+		want   answer
+	}{{
+		name: "no controller yet", set: oldStatic, family: []handoff.Set{oldStatic}, want: yes,
+	}, {
+		name: "controlled by the set itself", set: oldStatic, family: []handoff.Set{oldStatic}, owner: ctrl(oldStatic), want: yes,
+	}, {
+		name: "the new set takes over from the superseded old one", set: newStatic,
+		family: []handoff.Set{prSuperseded(oldStatic), newStatic}, owner: ctrl(oldStatic), want: yes,
+	}, {
+		name: "the new set takes over from a deleting set", set: newStatic,
+		family: []handoff.Set{prDeleting(oldStatic), newStatic}, owner: ctrl(oldStatic), want: yes,
+	}, {
+		name: "a stale view: the old set, not yet superseded in it, finds the object controlled by a set it does not know",
+		set:  oldStatic, family: []handoff.Set{oldStatic}, owner: ctrl(newStatic),
+		want: answer{false, shared.String() + " is controlled by set static-v2 (uid uid-static-v2), newer than this view of the family"},
+	}, {
+		name: "a live, not superseded set keeps what it controls", set: sibling,
+		family: []handoff.Set{oldStatic, sibling}, owner: ctrl(oldStatic),
+		want: answer{false, shared.String() + " is controlled by live set static-v1 of generation v1"},
+	}, {
+		name: "controlled by another kind of object: not the guard's to decide", set: oldStatic, family: []handoff.Set{oldStatic},
+		owner: &metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "x", UID: "uid-x", Controller: ptr.To(true)}, want: yes,
+	}, {
+		name: "an owner that is not the controller does not count", set: oldStatic, family: []handoff.Set{oldStatic},
+		owner: &metav1.OwnerReference{APIVersion: "operator.tekton.dev/v1alpha1", Kind: "TektonInstallerSet", Name: "static-v2", UID: "uid-static-v2"}, want: yes,
+	}, {
+		name: "MayApply's claim still holds", set: prSuperseded(oldStatic),
+		family: []handoff.Set{prSuperseded(oldStatic), newStatic}, owner: ctrl(oldStatic),
+		want: answer{false, shared.String() + " is claimed by static-v2 of generation v2"},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ok, reason := handoff.NewGuard(tc.set, tc.family).MayWrite(liveObj(shared, tc.owner))
+			if d := cmp.Diff(tc.want, answer{ok, reason}); d != "" {
+				t.Errorf("Guard.MayWrite (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// A set controller whose view of the family was read before the upgrade
+// began (an informer cache that lags behind the executor) still reconciles
+// the old set as not superseded. MayApply, asked from that view, lets it
+// write; MayWrite, shown the live object the new set already wrote, does
+// not.
+func TestGuardMayWriteStaleView(t *testing.T) {
+	ctx := context.Background()
+	w, _, v2 := newSmall(t)
+	list := func() []handoff.Set {
+		t.Helper()
+		l, err := w.Cluster.Dynamic().Resource(w.Family.Resource).List(ctx, metav1.ListOptions{LabelSelector: w.Family.LabelSelector().String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sets, err := w.Family.ObserveAll(l.Items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sets
+	}
+	stale := list()
+	for range 2 { // the executor supersedes v1 and creates v2; v2's controller applies it
+		if _, err := w.Round(ctx, v2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := handofftest.Key{Kind: "ConfigMap", Namespace: testNS, Name: "config-a"}
+	live, ok := w.Cluster.Get(key)
+	if !ok {
+		t.Fatalf("%s missing", key)
+	}
+	newStatic := w.Family.SetName("v2", "static")
+	if c := metav1.GetControllerOf(live); c == nil || c.Name != newStatic {
+		t.Fatalf("%s controlled by %v, want %s: the race needs v2 to have written it", key, c, newStatic)
+	}
+	var old handoff.Set
+	for _, s := range stale {
+		if s.Generation == "v1" && s.Role == "static" {
+			old = s
+		}
+	}
+	g := handoff.NewGuard(old, stale)
+	if ok, _ := g.MayApply(handoff.RefOf(live)); !ok {
+		t.Fatal("MayApply refused from the stale view; the test shows nothing")
+	}
+	if ok, reason := g.MayWrite(live); ok {
+		t.Errorf("MayWrite lets the old set write back what %s wrote", newStatic)
+	} else {
+		t.Log(reason)
 	}
 }

@@ -22,7 +22,8 @@ import (
 // SetController simulates a set controller such as tektoncd/operator's
 // TektonInstallerSet reconciler: it applies each set's spec.manifests with
 // a controller ownerReference to the set (except for the kinds in
-// Unowned), honours the coexistence guard, marks the set Ready for its
+// Unowned), honours the coexistence guard (MayApply, and MayWrite on the
+// live object), marks the set Ready for its
 // current generation ReadyAfter reconciles after it first saw that
 // generation, and runs the library's Finalize from a real finalizer.
 type SetController struct {
@@ -111,7 +112,7 @@ func (c *SetController) reconcileSet(ctx context.Context, s handoff.Set, family 
 		if ok, _ := guard.MayApply(handoff.RefOf(want)); !ok && !c.Legacy {
 			continue
 		}
-		if err := c.apply(ctx, want, s); err != nil {
+		if err := c.apply(ctx, want, s, guard); err != nil {
 			return fmt.Errorf("apply %s: %w", handoff.RefOf(want), err)
 		}
 	}
@@ -139,8 +140,10 @@ func (c *SetController) reconcileSet(ctx context.Context, s handoff.Set, family 
 }
 
 // apply creates or updates one resource so that it matches want and is
-// owned by the set, as tektoncd/operator's transformers do.
-func (c *SetController) apply(ctx context.Context, want *unstructured.Unstructured, s handoff.Set) error {
+// owned by the set, as tektoncd/operator's transformers do. It leaves an
+// existing resource alone when guard.MayWrite refuses it, and writes with
+// the resourceVersion it read, so a concurrent write makes it fail.
+func (c *SetController) apply(ctx context.Context, want *unstructured.Unstructured, s handoff.Set, guard handoff.Guard) error {
 	client, err := c.resource(handoff.RefOf(want))
 	if err != nil {
 		return err
@@ -156,6 +159,9 @@ func (c *SetController) apply(ctx context.Context, want *unstructured.Unstructur
 	}
 	if err != nil {
 		return err
+	}
+	if ok, _ := guard.MayWrite(live); !ok && !c.Legacy {
+		return nil
 	}
 	next := live.DeepCopy()
 	for k, v := range desired.Object {

@@ -28,7 +28,8 @@ import (
 //     is the finalizer removed;
 //   - before writing a listed resource it asks [handoff.Guard.MayApply]
 //     and leaves the resource alone when the answer is no (the Bundle is
-//     superseded and the new generation lists the resource too);
+//     superseded and the new generation lists the resource too), and asks
+//     [handoff.Guard.MayWrite] of the live object before updating it;
 //   - it applies a Bundle's resources with manifestival (Filter by the
 //     guard, Transform to set owners, Apply: a three-way merge that keeps
 //     what other controllers write), through [mfClient];
@@ -105,7 +106,8 @@ func (c *bundleController) reconcileBundle(ctx context.Context, s handoff.Set, f
 	// Apply as a manifestival operator does (a three-way merge with the
 	// last-applied annotation, so other controllers' fields are kept),
 	// leaving alone what the guard refuses and owning the rest.
-	m, err := mf.ManifestFrom(mf.Slice(objs), mf.UseClient(mfClient{ctx: ctx, c: c}))
+	client := &mfClient{ctx: ctx, c: c, guard: guard, refused: map[handoff.Ref]bool{}}
+	m, err := mf.ManifestFrom(mf.Slice(objs), mf.UseClient(client))
 	if err != nil {
 		return err
 	}
@@ -176,15 +178,21 @@ func (c *bundleController) resource(r handoff.Ref) (dynamic.ResourceInterface, e
 }
 
 // mfClient is manifestival's Client over the controller's dynamic client,
-// for the context of one reconcile.
+// for one reconcile of one Bundle. It also asks the Bundle's guard about
+// every live object manifestival reads ([handoff.Guard.MayWrite]) and
+// drops the update of one it refuses: the controller's view of the family
+// may be older than the cluster. manifestival updates the object it read,
+// resourceVersion included, so a write in between fails with a conflict.
 type mfClient struct {
-	ctx context.Context
-	c   *bundleController
+	ctx     context.Context
+	c       *bundleController
+	guard   handoff.Guard
+	refused map[handoff.Ref]bool
 }
 
-var _ mf.Client = mfClient{}
+var _ mf.Client = (*mfClient)(nil)
 
-func (m mfClient) Create(u *unstructured.Unstructured, opts ...mf.ApplyOption) error {
+func (m *mfClient) Create(u *unstructured.Unstructured, opts ...mf.ApplyOption) error {
 	r, err := m.c.resource(handoff.RefOf(u))
 	if err != nil {
 		return err
@@ -193,7 +201,10 @@ func (m mfClient) Create(u *unstructured.Unstructured, opts ...mf.ApplyOption) e
 	return err
 }
 
-func (m mfClient) Update(u *unstructured.Unstructured, opts ...mf.ApplyOption) error {
+func (m *mfClient) Update(u *unstructured.Unstructured, opts ...mf.ApplyOption) error {
+	if m.refused[handoff.RefOf(u)] {
+		return nil
+	}
 	r, err := m.c.resource(handoff.RefOf(u))
 	if err != nil {
 		return err
@@ -202,7 +213,7 @@ func (m mfClient) Update(u *unstructured.Unstructured, opts ...mf.ApplyOption) e
 	return err
 }
 
-func (m mfClient) Delete(u *unstructured.Unstructured, opts ...mf.DeleteOption) error {
+func (m *mfClient) Delete(u *unstructured.Unstructured, opts ...mf.DeleteOption) error {
 	r, err := m.c.resource(handoff.RefOf(u))
 	if err != nil {
 		return err
@@ -215,10 +226,15 @@ func (m mfClient) Delete(u *unstructured.Unstructured, opts ...mf.DeleteOption) 
 	return err
 }
 
-func (m mfClient) Get(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (m *mfClient) Get(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	r, err := m.c.resource(handoff.RefOf(u))
 	if err != nil {
 		return nil, err
 	}
-	return r.Get(m.ctx, u.GetName(), metav1.GetOptions{})
+	live, err := r.Get(m.ctx, u.GetName(), metav1.GetOptions{})
+	if err == nil {
+		ok, _ := m.guard.MayWrite(live)
+		m.refused[handoff.RefOf(live)] = !ok
+	}
+	return live, err
 }
