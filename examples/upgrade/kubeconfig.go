@@ -93,22 +93,8 @@ func runCluster(ctx context.Context, out io.Writer, kubeconfig string) (summary,
 	if _, err := run.converge(ctx, v1); err != nil {
 		return summary{}, err
 	}
-	oldKeys, newKeys := keys(w.Manifests["v0.79.0"]), keys(w.Manifests["v0.80.0"])
-	var shared []handofftest.Key
-	s := summary{name: "handoff", clock: "wall time"}
-	for k := range oldKeys {
-		if newKeys[k] {
-			shared = append(shared, k)
-		} else {
-			s.obsolete++
-		}
-	}
-	s.shared = len(shared)
-	for k := range newKeys {
-		if !oldKeys[k] {
-			s.created++
-		}
-	}
+	s, oldKeys, newKeys, shared := newSummary("handoff", w)
+	s.clock = "wall time"
 	rec, err := record(ctx, dyn, mapper, shared)
 	if err != nil {
 		return s, err

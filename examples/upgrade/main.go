@@ -105,22 +105,12 @@ func keys(ms map[string][]*unstructured.Unstructured) map[handofftest.Key]bool {
 	return out
 }
 
-func run(ctx context.Context, out io.Writer, legacy bool) (summary, error) {
-	w := handofftest.NewWorld("TektonPipeline")
-	roles := []string{"static", "deployment"}
-	v1 := w.Desire("v0.79.0", roles, handofftest.Pipelines(namespace, "v0.79.0"))
-	v2 := w.Desire("v0.80.0", roles, handofftest.Pipelines(namespace, "v0.80.0"))
-	fmt.Fprintln(out, "# install v0.79.0")
-	w.Plans = out
-	if _, err := w.Converge(ctx, v1, 50); err != nil {
-		return summary{}, err
-	}
-	oldKeys, newKeys := keys(w.Manifests["v0.79.0"]), keys(w.Manifests["v0.80.0"])
-	var shared []handofftest.Key
-	s := summary{name: "handoff"}
-	if legacy {
-		s.name = "tektoncd/operator today"
-	}
+// newSummary starts the summary of an upgrade of w from v0.79.0 to v0.80.0
+// with what the two generations list: it returns the keys of each and the
+// keys both list.
+func newSummary(name string, w *handofftest.World) (s summary, oldKeys, newKeys map[handofftest.Key]bool, shared []handofftest.Key) {
+	oldKeys, newKeys = keys(w.Manifests["v0.79.0"]), keys(w.Manifests["v0.80.0"])
+	s.name = name
 	for k := range oldKeys {
 		if newKeys[k] {
 			shared = append(shared, k)
@@ -134,6 +124,24 @@ func run(ctx context.Context, out io.Writer, legacy bool) (summary, error) {
 			s.created++
 		}
 	}
+	return s, oldKeys, newKeys, shared
+}
+
+func run(ctx context.Context, out io.Writer, legacy bool) (summary, error) {
+	w := handofftest.NewWorld("TektonPipeline")
+	roles := []string{"static", "deployment"}
+	v1 := w.Desire("v0.79.0", roles, handofftest.Pipelines(namespace, "v0.79.0"))
+	v2 := w.Desire("v0.80.0", roles, handofftest.Pipelines(namespace, "v0.80.0"))
+	fmt.Fprintln(out, "# install v0.79.0")
+	w.Plans = out
+	if _, err := w.Converge(ctx, v1, 50); err != nil {
+		return summary{}, err
+	}
+	name := "handoff"
+	if legacy {
+		name = "tektoncd/operator today"
+	}
+	s, oldKeys, newKeys, shared := newSummary(name, w)
 	fmt.Fprintln(out, "\n# upgrade to v0.80.0")
 	start := w.Cluster.Now()
 	var err error
