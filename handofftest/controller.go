@@ -23,9 +23,9 @@ import (
 // TektonInstallerSet reconciler: it applies each set's spec.manifests with
 // a controller ownerReference to the set (except for the kinds in
 // Unowned), honours the coexistence guard (MayApply, and MayWrite on the
-// live object), marks the set Ready for its
-// current generation ReadyAfter reconciles after it first saw that
-// generation, and runs the library's Finalize from a real finalizer.
+// live object), marks the set Ready for its current generation ReadyAfter
+// reconciles after it first saw that generation (and once ReadyWhen
+// agrees), and runs the library's Finalize from a real finalizer.
 type SetController struct {
 	// Executor supplies the family, the prune options and Finalize.
 	Executor *handoff.Executor

@@ -52,7 +52,7 @@ func NewWorld(component string, opts ...Option) *World {
 	w.Executor = &handoff.Executor{
 		Family: fam, Dynamic: c.ClientFor("executor"), Mapper: c.Mapper(), Prune: prune,
 		RoleOrder: []string{"static", "deployment", "statefulset"},
-		Build:     w.Manifests.Build,
+		Build:     w.build,
 	}
 	finalizer := *w.Executor
 	finalizer.Dynamic = c.ClientFor("controller")
@@ -70,6 +70,11 @@ func NewWorld(component string, opts ...Option) *World {
 // matching desired generation; roles after the first wait for the first.
 func (w *World) Desire(generation string, roles []string, manifests map[string][]*unstructured.Unstructured) *handoff.Desired {
 	return w.Manifests.Desire(generation, roles, manifests)
+}
+
+// build reads w.Manifests when called, so the field may be replaced.
+func (w *World) build(ctx context.Context, d handoff.Desired, r handoff.Role) (*unstructured.Unstructured, error) {
+	return w.Manifests.Build(ctx, d, r)
 }
 
 // Catalog holds the manifests of each generation's roles, by generation and
