@@ -25,9 +25,10 @@
 //
 // The set controller's contract: put a finalizer on each set and call
 // [Executor.Finalize] from it instead of deleting every listed resource by
-// name; before applying a resource, ask [Guard.MayApply] and leave the
-// resource alone when it says no; write status.observedGeneration with the
-// Ready condition.
+// name; before applying a resource, ask [Guard.MayApply] (or, of the live
+// object read before an update, [Guard.MayWrite]) and leave the resource
+// alone when it says no; write status.observedGeneration with the Ready
+// condition.
 //
 // Usage, in a reconciler:
 //
