@@ -87,7 +87,10 @@ func (g Guard) MayApply(r Ref) (ok bool, reason string) {
 // It needs set.Object (which [Family.Observe] sets) to know the set kind.
 // Write the object back with the resourceVersion read (an update, not a
 // blind apply): a write by another set between the read and the update
-// then fails with a conflict instead of being reverted.
+// then fails with a conflict instead of being reverted. An object installed
+// without an ownerReference (CRDs, Namespaces, webhook configurations)
+// carries no mark of the set that wrote it: for those, MayWrite is
+// MayApply.
 func (g Guard) MayWrite(live *unstructured.Unstructured) (ok bool, reason string) {
 	r := RefOf(live)
 	if ok, reason := g.MayApply(r); !ok {

@@ -44,6 +44,10 @@ type SetController struct {
 	ReadyWhen func(ctx context.Context, set *unstructured.Unstructured) (bool, error)
 	// Unowned kinds are installed without an ownerReference.
 	Unowned []schema.GroupKind
+	// List, if set, replaces the controller's List of the family's sets at
+	// the start of each pass: a test hands it an old list, as a lagging
+	// informer cache would. Writes still go to the cluster.
+	List func(ctx context.Context) (*unstructured.UnstructuredList, error)
 	// Legacy, when true, finalizes the way tektoncd/operator does today:
 	// it deletes every listed resource by name, whoever owns it, and
 	// ignores the coexistence guard.
@@ -60,7 +64,7 @@ type seen struct {
 // Reconcile runs one pass over every set of the family.
 func (c *SetController) Reconcile(ctx context.Context) error {
 	fam := c.Executor.Family
-	list, err := c.Client.Resource(fam.Resource).List(ctx, metav1.ListOptions{LabelSelector: fam.LabelSelector().String()})
+	list, err := c.list(ctx)
 	if err != nil {
 		return err
 	}
@@ -78,6 +82,14 @@ func (c *SetController) Reconcile(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func (c *SetController) list(ctx context.Context) (*unstructured.UnstructuredList, error) {
+	if c.List != nil {
+		return c.List(ctx)
+	}
+	fam := c.Executor.Family
+	return c.Client.Resource(fam.Resource).List(ctx, metav1.ListOptions{LabelSelector: fam.LabelSelector().String()})
 }
 
 func (c *SetController) reconcileSet(ctx context.Context, s handoff.Set, family []handoff.Set) error {

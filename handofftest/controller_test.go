@@ -101,3 +101,61 @@ func TestSetControllerKeepsForeignMetadata(t *testing.T) {
 		t.Errorf("the manifest's labels lost: %v", o.GetLabels())
 	}
 }
+
+// A set controller working from a list of the family read before the
+// upgrade began (a lagging informer cache) still sees the old sets as not
+// superseded; it must not write the old release back over what the new
+// generation wrote. Guard.MayWrite tells who wrote an object by its
+// controller ownerReference, so this holds for the owned kinds; the
+// unowned ones (CRDs, Namespaces, webhook configurations, APIServices)
+// carry no such mark and rely on MayApply alone.
+func TestSetControllerStaleListDoesNotRevert(t *testing.T) {
+	ctx := context.Background()
+	w := handofftest.NewWorld("TektonPipeline")
+	roles := []string{"static", "deployment"}
+	v1 := w.Desire("v1", roles, handofftest.Pipelines("tekton-pipelines", "v1"))
+	if _, err := w.Converge(ctx, v1, 30); err != nil {
+		t.Fatal(err)
+	}
+	sets := w.Cluster.Dynamic().Resource(handofftest.SetResource)
+	stale, err := sets.List(ctx, metav1.ListOptions{LabelSelector: w.Family.LabelSelector().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := w.Desire("v2", roles, handofftest.Pipelines("tekton-pipelines", "v2"))
+	for range 3 {
+		if _, err := w.Round(ctx, v2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := handofftest.Key{Kind: "ConfigMap", Namespace: "tekton-pipelines", Name: "config-00"}
+	if o, _ := w.Cluster.Get(key); o.GetLabels()["app.kubernetes.io/version"] != "v2" {
+		t.Fatalf("%s not yet written by v2: the test shows nothing", key)
+	}
+
+	lagging := *w.Controller
+	lagging.Client = w.Cluster.ClientFor("lagging")
+	lagging.List = func(context.Context) (*unstructured.UnstructuredList, error) { return stale.DeepCopy(), nil }
+	n := len(w.Cluster.Writes())
+	if err := lagging.Reconcile(ctx); err != nil {
+		t.Logf("lagging pass: %v", err)
+	}
+	v2Lists := map[handofftest.Key]bool{}
+	for _, r := range v2.Roles {
+		for _, ref := range r.Resources {
+			v2Lists[handofftest.Key{Group: ref.Group, Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name}] = true
+		}
+	}
+	unowned := map[schema.GroupKind]bool{}
+	for _, gk := range w.Controller.Unowned {
+		unowned[gk] = true
+	}
+	for _, wr := range w.Cluster.Writes()[n:] {
+		if wr.Actor == "lagging" && v2Lists[wr.Key] && !unowned[schema.GroupKind{Group: wr.Key.Group, Kind: wr.Key.Kind}] {
+			t.Errorf("the lagging controller wrote %s, which v2 already wrote", wr.Key)
+		}
+	}
+	if o, _ := w.Cluster.Get(key); o.GetLabels()["app.kubernetes.io/version"] != "v2" {
+		t.Errorf("%s reverted to %s", key, o.GetLabels()["app.kubernetes.io/version"])
+	}
+}
