@@ -134,17 +134,9 @@ const versionLabel = "app.kubernetes.io/version"
 // lists the same 22 resources with content of its own, plus one ConfigMap
 // only it lists (config-only-<gen>).
 func component(ns, suffix, gen string) map[string][]*unstructured.Unstructured {
+	lbls := map[string]string{"app.kubernetes.io/part-of": "e2e", versionLabel: gen}
 	obj := func(apiVersion, kind, namespace, name string, body map[string]any) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind}}
-		for k, v := range body {
-			u.Object[k] = v
-		}
-		u.SetName(name)
-		if namespace != "" {
-			u.SetNamespace(namespace)
-		}
-		u.SetLabels(map[string]string{"app.kubernetes.io/part-of": "e2e", versionLabel: gen})
-		return u
+		return handofftest.Object(apiVersion, kind, namespace, name, lbls, body)
 	}
 	var static, deploy []*unstructured.Unstructured
 	for i := range 16 {

@@ -2,6 +2,7 @@ package handofftest
 
 import (
 	"fmt"
+	"maps"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -14,17 +15,9 @@ import (
 // (config-only-<generation>), so an upgrade has shared, obsolete and new
 // resources. Every other resource is shared between generations.
 func Pipelines(namespace, generation string) map[string][]*unstructured.Unstructured {
+	lbls := map[string]string{"app.kubernetes.io/part-of": "tekton-pipelines", "app.kubernetes.io/version": generation}
 	obj := func(apiVersion, kind, ns, name string, body map[string]any) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind}}
-		for k, v := range body {
-			u.Object[k] = v
-		}
-		u.SetName(name)
-		if ns != "" {
-			u.SetNamespace(ns)
-		}
-		u.SetLabels(map[string]string{"app.kubernetes.io/part-of": "tekton-pipelines", "app.kubernetes.io/version": generation})
-		return u
+		return Object(apiVersion, kind, ns, name, lbls, body)
 	}
 	var static, workloads []*unstructured.Unstructured
 	add := func(list *[]*unstructured.Unstructured, u *unstructured.Unstructured) { *list = append(*list, u) }
@@ -66,4 +59,20 @@ func Pipelines(namespace, generation string) map[string][]*unstructured.Unstruct
 	add(&workloads, obj("autoscaling/v2", "HorizontalPodAutoscaler", namespace, "tekton-pipelines-webhook", map[string]any{"spec": map[string]any{"maxReplicas": int64(5)}}))
 	add(&workloads, obj("policy/v1", "PodDisruptionBudget", namespace, "tekton-pipelines-webhook", map[string]any{"spec": map[string]any{"minAvailable": int64(1)}}))
 	return map[string][]*unstructured.Unstructured{"static": static, "deployment": workloads}
+}
+
+// Object builds a manifest: apiVersion and kind, the top-level fields of
+// body (spec, data, rules, …), name, namespace (empty for cluster-scoped
+// kinds) and a copy of labels.
+func Object(apiVersion, kind, namespace, name string, labels map[string]string, body map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind}}
+	for k, v := range body {
+		u.Object[k] = v
+	}
+	u.SetName(name)
+	if namespace != "" {
+		u.SetNamespace(namespace)
+	}
+	u.SetLabels(maps.Clone(labels))
+	return u
 }
