@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
@@ -47,10 +46,18 @@ type Executor struct {
 	Family Family
 	// Sets reads and writes sets; nil means Dynamic.Resource(Family.Resource).
 	Sets SetClient
-	// Dynamic and Mapper reach the resources sets list, for the ownership
-	// handover before a retirement and for [Executor.Finalize].
+	// Objects reaches the resources sets list, for the ownership handover
+	// before a retirement and for [Executor.Finalize]; nil means
+	// [NewDynamicObjects] over Dynamic and Mapper, made anew for each call.
+	Objects Objects
+	// Dynamic and Mapper reach the resources sets list when Objects is nil.
 	Dynamic dynamic.Interface
 	// Mapper maps a listed resource's kind to its REST resource and scope.
+	// It also tells which listed kinds are cluster-scoped when
+	// Family.ClusterScoped is nil. A [meta.ResettableRESTMapper] (client-go's
+	// DeferredDiscoveryRESTMapper) is reset once per call on a kind it does
+	// not know; a mapper that cannot be reset makes such a kind an
+	// [ErrStaleMapper] error that stops the retirement.
 	Mapper meta.RESTMapper
 	// Build makes a desired set; required for Create and Update.
 	Build BuildFunc
@@ -62,8 +69,8 @@ type Executor struct {
 	// Propagation is the policy for deleting sets; empty means Foreground:
 	// the set stays visible, deleting, until the garbage collector removed
 	// the resources it still owns, so "the set is gone" means "its obsolete
-	// resources are gone". Shared resources are handed over before the
-	// delete, so Background is equally safe.
+	// resources are gone". Shared resources are handed over, and kept ones
+	// released, before the delete, so Background is equally safe.
 	Propagation metav1.DeletionPropagation
 	// ResourcePropagation is the policy [Executor.Finalize] deletes obsolete
 	// resources with; empty means Background: the resource goes at once and
@@ -108,6 +115,11 @@ type Result struct {
 	Requeue bool
 	// Waiting holds the plan's wait actions, which say why it requeues.
 	Waiting []Action
+	// Invalid holds the sets of the family that could not be read whole
+	// (see [Set.Invalid]). They are left out of the plan, never retired,
+	// and count as listers of what they could be read to list; Step
+	// carries out the plan for the rest and returns their errors.
+	Invalid []Set
 }
 
 func (e *Executor) sets() SetClient {
@@ -117,61 +129,147 @@ func (e *Executor) sets() SetClient {
 	return e.Dynamic.Resource(e.Family.Resource)
 }
 
-// observe lists the family with one List call.
-func (e *Executor) observe(ctx context.Context) ([]Set, error) {
+// run is one call of Step or Finalize: the family as the call sees it, kept
+// current as the call's own writes land, and the way to the resources.
+type run struct {
+	e       *Executor
+	family  Family
+	objects Objects
+	view    []Set // the family, as listed and then as written by this call
+	writes  []Call
+}
+
+func (e *Executor) start() (*run, error) {
 	if err := e.Family.Validate(); err != nil {
 		return nil, err
 	}
 	if e.Sets == nil && e.Dynamic == nil {
 		return nil, fmt.Errorf("%w: executor has neither Sets nor Dynamic", ErrInvalidFamily)
 	}
-	list, err := e.sets().List(ctx, metav1.ListOptions{LabelSelector: e.Family.LabelSelector().String()})
-	if err != nil {
-		return nil, fmt.Errorf("list %s with %s: %w", e.Family.Resource.Resource, e.Family.LabelSelector(), err)
+	r := &run{e: e, family: e.Family, objects: e.Objects}
+	var res *resolver
+	if e.Mapper != nil {
+		res = newResolver(e.Mapper)
+		if r.family.ClusterScoped == nil {
+			r.family.ClusterScoped = res.clusterScoped()
+		}
 	}
-	return e.Family.ObserveAll(list.Items)
+	if r.objects == nil && e.Dynamic != nil && res != nil {
+		r.objects = &dynamicObjects{client: e.Dynamic, mapper: res}
+	}
+	return r, nil
+}
+
+// observe lists the family with one List call. Sets that cannot be read
+// whole are in the view, with Set.Invalid.
+func (r *run) observe(ctx context.Context) error {
+	fam := r.family
+	list, err := r.e.sets().List(ctx, metav1.ListOptions{LabelSelector: fam.LabelSelector().String()})
+	if err != nil {
+		return fmt.Errorf("list %s with %s: %w", fam.Resource.Resource, fam.LabelSelector(), err)
+	}
+	r.view, _ = fam.ObserveAll(list.Items)
+	return nil
+}
+
+// set returns the view's set with a UID, and whether there is one.
+func (r *run) set(uid types.UID) (*Set, bool) {
+	for i := range r.view {
+		if r.view[i].UID == uid {
+			return &r.view[i], true
+		}
+	}
+	return nil, false
+}
+
+// saw puts a set as this call wrote it into the view.
+func (r *run) saw(obj *unstructured.Unstructured) {
+	if obj == nil {
+		return
+	}
+	s, _ := r.family.Observe(obj)
+	if cur, ok := r.set(s.UID); ok {
+		*cur = s
+		return
+	}
+	r.view = append(r.view, s)
+}
+
+func (r *run) record(c Call) {
+	r.writes = append(r.writes, c)
+	if r.e.Log.GetSink() != nil {
+		r.e.Log.Info("handoff write", "call", c.String(), "dryRun", r.e.DryRun)
+	}
 }
 
 // Step runs one reconcile: it lists the family, plans, and carries out the
 // plan's writes in order. desired nil removes the component. It stops at the
 // first failed write and returns the error; the next Step plans again from
 // what is on the cluster, so an interrupted Step is simply resumed.
+//
+// Each write updates the family as the rest of the Step sees it: a set
+// retired earlier in the Step is no successor of a later one, and a set
+// released earlier is no longer superseded.
+//
+// Sets of the family that cannot be read whole are reported in
+// [Result.Invalid] and their errors returned, after the plan for the other
+// sets has been carried out.
 func (e *Executor) Step(ctx context.Context, desired *Desired) (Result, error) {
-	sets, err := e.observe(ctx)
+	r, err := e.start()
 	if err != nil {
 		return Result{}, err
 	}
-	plan, err := Planner{Family: e.Family, RoleOrder: e.RoleOrder}.Plan(sets, desired)
-	if err != nil {
+	if err := r.observe(ctx); err != nil {
 		return Result{}, err
 	}
-	res := Result{Plan: plan, Requeue: !plan.Settled(), Waiting: plan.Of(ActionWait)}
-	byUID := make(map[types.UID]Set, len(sets))
-	for _, s := range sets {
-		byUID[s.UID] = s
+	valid := make([]Set, 0, len(r.view))
+	var (
+		res  Result
+		errs []error
+	)
+	for _, s := range r.view {
+		if s.Invalid != nil {
+			res.Invalid = append(res.Invalid, s)
+			errs = append(errs, s.Invalid)
+			continue
+		}
+		valid = append(valid, s)
 	}
+	invalid := errors.Join(errs...)
+	plan, err := Planner{Family: r.family, RoleOrder: e.RoleOrder}.Plan(valid, desired)
+	if err != nil {
+		return res, errors.Join(err, invalid)
+	}
+	res.Plan, res.Requeue, res.Waiting = plan, !plan.Settled(), plan.Of(ActionWait)
+	err = r.carryOut(ctx, plan, desired)
+	res.Writes = r.writes
+	return res, errors.Join(err, invalid)
+}
+
+func (r *run) carryOut(ctx context.Context, plan Plan, desired *Desired) error {
 	for _, a := range plan.Actions {
 		if err := ctx.Err(); err != nil {
-			return res, err
+			return err
 		}
 		var err error
 		switch a.Kind {
 		case ActionSupersede:
-			err = e.mark(ctx, &res, a, desired.Generation)
+			err = r.mark(ctx, a, desired.Generation)
 		case ActionRelease:
-			err = e.mark(ctx, &res, a, "")
+			err = r.mark(ctx, a, "")
 		case ActionCreate:
-			err = e.create(ctx, &res, *desired, roleNamed(desired, a.Role))
+			err = r.create(ctx, *desired, roleNamed(desired, a.Role))
 		case ActionUpdate:
-			err = e.update(ctx, &res, *desired, roleNamed(desired, a.Role), byUID[a.UID])
+			s, _ := r.set(a.UID)
+			err = r.update(ctx, *desired, roleNamed(desired, a.Role), *s)
 		case ActionRetire:
-			err = e.retire(ctx, &res, byUID[a.UID], sets)
+			err = r.retire(ctx, a.UID)
 		}
 		if err != nil {
-			return res, err
+			return err
 		}
 	}
-	return res, nil
+	return nil
 }
 
 func roleNamed(d *Desired, name string) Role {
@@ -183,65 +281,60 @@ func roleNamed(d *Desired, name string) Role {
 	return Role{Name: name}
 }
 
-func (e *Executor) record(res *Result, c Call) {
-	res.Writes = append(res.Writes, c)
-	if e.Log.GetSink() != nil {
-		e.Log.Info("handoff write", "call", c.String(), "dryRun", e.DryRun)
-	}
-}
-
 // mark sets (gen non-empty) or removes the superseded annotation. The UID in
 // the patch makes it fail rather than touch a re-created set of that name.
-func (e *Executor) mark(ctx context.Context, res *Result, a Action, gen string) error {
+func (r *run) mark(ctx context.Context, a Action, gen string) error {
 	var val any
 	if gen != "" {
 		val = gen
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"uid":         a.UID,
-		"annotations": map[string]any{e.Family.supersededAnnotation(): val},
+		"annotations": map[string]any{r.family.supersededAnnotation(): val},
 	}})
 	if err != nil {
 		return err
 	}
-	e.record(res, Call{Verb: "patch", Resource: e.Family.Resource.Resource, Name: a.Set})
-	if e.DryRun {
+	r.record(Call{Verb: "patch", Resource: r.family.Resource.Resource, Name: a.Set})
+	if r.e.DryRun {
+		if s, ok := r.set(a.UID); ok {
+			s.SupersededBy = gen
+		}
 		return nil
 	}
-	_, err = e.sets().Patch(ctx, a.Set, types.MergePatchType, patch, metav1.PatchOptions{})
+	live, err := r.e.sets().Patch(ctx, a.Set, types.MergePatchType, patch, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return &SetError{Name: a.Set, Err: fmt.Errorf("mark superseded by %q: %w", gen, err)}
 	}
+	r.saw(live)
 	return nil
 }
 
 // build makes the desired set of a role with the family's labels.
-func (e *Executor) build(ctx context.Context, d Desired, r Role) (*unstructured.Unstructured, error) {
-	name := e.Family.SetName(d.Generation, r.Name)
-	if e.Build == nil {
+func (r *run) build(ctx context.Context, d Desired, role Role) (*unstructured.Unstructured, error) {
+	fam := r.family
+	name := fam.SetName(d.Generation, role.Name)
+	if r.e.Build == nil {
 		return nil, &SetError{Name: name, Err: fmt.Errorf("%w: executor has no Build function", ErrInvalidFamily)}
 	}
-	obj, err := e.Build(ctx, d, r)
+	obj, err := r.e.Build(ctx, d, role)
 	if err != nil {
-		return nil, &SetError{Name: name, Err: fmt.Errorf("build role %s of generation %s: %w", r.Name, d.Generation, err)}
+		return nil, &SetError{Name: name, Err: fmt.Errorf("build role %s of generation %s: %w", role.Name, d.Generation, err)}
 	}
 	obj = obj.DeepCopy()
-	if obj.GetKind() == "" {
-		obj.SetAPIVersion(e.Family.Resource.GroupVersion().String())
-		obj.SetKind(e.Family.Kind)
-	}
+	fam.typeMeta(obj)
 	obj.SetName(name)
 	obj.SetGenerateName("")
 	lbls := obj.GetLabels()
 	if lbls == nil {
 		lbls = map[string]string{}
 	}
-	want := maps.Clone(e.Family.Selector)
-	want[e.Family.GenerationLabel] = d.Generation
-	want[e.Family.roleLabel()] = r.Name
+	want := maps.Clone(fam.Selector)
+	want[fam.GenerationLabel] = d.Generation
+	want[fam.roleLabel()] = role.Name
 	for k, v := range want {
 		if old, ok := lbls[k]; ok && old != v {
 			return nil, &SetError{Name: name, Err: fmt.Errorf("%w: Build set label %s=%q, the family needs %q", ErrInvalidSet, k, old, v)}
@@ -249,60 +342,63 @@ func (e *Executor) build(ctx context.Context, d Desired, r Role) (*unstructured.
 		lbls[k] = v
 	}
 	obj.SetLabels(lbls)
-	if e.Family.HashAnnotation != "" && r.Hash != "" {
+	if fam.HashAnnotation != "" && role.Hash != "" {
 		ann := obj.GetAnnotations()
 		if ann == nil {
 			ann = map[string]string{}
 		}
-		ann[e.Family.HashAnnotation] = r.Hash
+		ann[fam.HashAnnotation] = role.Hash
 		obj.SetAnnotations(ann)
 	}
 	return obj, nil
 }
 
-func (e *Executor) create(ctx context.Context, res *Result, d Desired, r Role) error {
-	obj, err := e.build(ctx, d, r)
+func (r *run) create(ctx context.Context, d Desired, role Role) error {
+	obj, err := r.build(ctx, d, role)
 	if err != nil {
 		return err
 	}
-	e.record(res, Call{Verb: "create", Resource: e.Family.Resource.Resource, Name: obj.GetName()})
-	if e.DryRun {
+	r.record(Call{Verb: "create", Resource: r.family.Resource.Resource, Name: obj.GetName()})
+	if r.e.DryRun {
 		return nil
 	}
-	_, err = e.sets().Create(ctx, obj, metav1.CreateOptions{})
+	made, err := r.e.sets().Create(ctx, obj, metav1.CreateOptions{})
 	if !apierrors.IsAlreadyExists(err) {
 		if err != nil {
 			return &SetError{Name: obj.GetName(), Err: fmt.Errorf("create: %w", err)}
 		}
+		r.saw(made)
 		return nil
 	}
 	// A retried create after a lost response: adopt the set if it is ours.
-	live, err := e.sets().Get(ctx, obj.GetName(), metav1.GetOptions{})
+	live, err := r.e.sets().Get(ctx, obj.GetName(), metav1.GetOptions{})
 	if err != nil {
 		return &SetError{Name: obj.GetName(), Err: fmt.Errorf("get after AlreadyExists: %w", err)}
 	}
-	s, err := e.Family.Observe(live)
-	if err != nil || s.Generation != d.Generation || s.Role != r.Name || s.Deleting {
-		return &SetError{Name: obj.GetName(), Err: fmt.Errorf("%w: not the live set of %s/%s", ErrNameTaken, d.Generation, r.Name)}
+	s, err := r.family.Observe(live)
+	if err != nil || s.Generation != d.Generation || s.Role != role.Name || s.Deleting {
+		return &SetError{Name: obj.GetName(), Err: fmt.Errorf("%w: not the live set of %s/%s", ErrNameTaken, d.Generation, role.Name)}
 	}
+	r.saw(live)
 	return nil
 }
 
-func (e *Executor) update(ctx context.Context, res *Result, d Desired, r Role, cur Set) error {
-	want, err := e.build(ctx, d, r)
+func (r *run) update(ctx context.Context, d Desired, role Role, cur Set) error {
+	want, err := r.build(ctx, d, role)
 	if err != nil {
 		return err
 	}
-	e.record(res, Call{Verb: "update", Resource: e.Family.Resource.Resource, Name: cur.Name})
-	if e.DryRun {
+	r.record(Call{Verb: "update", Resource: r.family.Resource.Resource, Name: cur.Name})
+	if r.e.DryRun {
 		return nil
 	}
 	first := true
+	var done *unstructured.Unstructured
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		live := cur.Object
 		if !first || live == nil {
 			var err error
-			if live, err = e.sets().Get(ctx, cur.Name, metav1.GetOptions{}); err != nil {
+			if live, err = r.e.sets().Get(ctx, cur.Name, metav1.GetOptions{}); err != nil {
 				return err
 			}
 		}
@@ -323,32 +419,58 @@ func (e *Executor) update(ctx context.Context, res *Result, d Desired, r Role, c
 		maps.Copy(ann, want.GetAnnotations())
 		next.SetLabels(lbls)
 		next.SetAnnotations(ann)
-		_, err := e.sets().Update(ctx, next, metav1.UpdateOptions{})
+		var err error
+		done, err = r.e.sets().Update(ctx, next, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
 		return &SetError{Name: cur.Name, Err: fmt.Errorf("update in place: %w", err)}
 	}
+	r.saw(done)
 	return nil
 }
 
-// retire hands the retiring set's shared resources to their successors and
-// then deletes exactly that set, by name and UID.
-func (e *Executor) retire(ctx context.Context, res *Result, s Set, family []Set) error {
-	d := Finalization(s, family, e.Prune)
-	if err := e.handover(ctx, res, s, d); err != nil {
-		return &SetError{Name: s.Name, Err: fmt.Errorf("retire: hand over shared resources: %w", err)}
+// others returns the sets of the view other than uid.
+func (r *run) others(uid types.UID) []Set {
+	out := make([]Set, 0, len(r.view))
+	for _, s := range r.view {
+		if s.UID != uid {
+			out = append(out, s)
+		}
 	}
-	policy := e.Propagation
+	return out
+}
+
+// retire makes every resource the set lists safe for it to go (shared
+// ones handed to their successors, kept ones released) and then deletes
+// exactly that set, by name and UID.
+func (r *run) retire(ctx context.Context, uid types.UID) error {
+	sp, ok := r.set(uid)
+	if !ok {
+		return nil
+	}
+	s := *sp
+	others := r.others(uid)
+	d := Finalization(s, others, r.e.Prune)
+	var errs []error
+	for _, it := range d.Items {
+		if _, err := r.settle(ctx, s, others, it, false); err != nil {
+			errs = append(errs, &ResourceError{Ref: it.Ref, Err: err})
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return &SetError{Name: s.Name, Err: fmt.Errorf("retire: hand over or release resources: %w", err)}
+	}
+	policy := r.e.Propagation
 	if policy == "" {
 		policy = metav1.DeletePropagationForeground
 	}
-	e.record(res, Call{Verb: "delete", Resource: e.Family.Resource.Resource, Name: s.Name})
-	if e.DryRun {
+	r.record(Call{Verb: "delete", Resource: r.family.Resource.Resource, Name: s.Name})
+	sp.Deleting = true // no later retire of this Step hands anything to it
+	if r.e.DryRun {
 		return nil
 	}
-	uid := s.UID
-	err := e.sets().Delete(ctx, s.Name, metav1.DeleteOptions{
+	err := r.e.sets().Delete(ctx, s.Name, metav1.DeleteOptions{
 		Preconditions:     &metav1.Preconditions{UID: &uid},
 		PropagationPolicy: &policy,
 	})
@@ -363,68 +485,102 @@ func (e *Executor) retire(ctx context.Context, res *Result, s Set, family []Set)
 	return &SetError{Name: s.Name, Err: fmt.Errorf("retire: %w", err)}
 }
 
-// handover moves ownership of every kept resource that still names the
-// retiring set to the successor that lists it.
-func (e *Executor) handover(ctx context.Context, res *Result, retiring Set, d Decision) error {
-	var errs []error
-	for _, it := range d.Of(Keep) {
-		if err := e.handoverOne(ctx, res, retiring, it); err != nil {
-			errs = append(errs, &ResourceError{Ref: it.Ref, Err: err})
-		}
+// settle makes one resource the retiring set lists safe for the set to go,
+// and returns the item as carried out:
+//
+//   - Keep: the resource moves to its successor (ownerReference handover);
+//   - a protected or keep-annotated resource stops naming the set, so the
+//     garbage collector does not take it when the set goes;
+//   - with del (Finalize), an obsolete resource is deleted when
+//     [LiveVerdict] allows it.
+//
+// A resource whose kind is not served, or that is gone, needs nothing.
+func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, del bool) (Item, error) {
+	if r.objects == nil {
+		return it, fmt.Errorf("%w: executor needs Objects, or Dynamic and Mapper, to reach resources", ErrInvalidFamily)
 	}
-	return errors.Join(errs...)
-}
-
-func (e *Executor) resource(r Ref) (dynamic.ResourceInterface, string, error) {
-	if e.Dynamic == nil || e.Mapper == nil {
-		return nil, "", fmt.Errorf("%w: executor needs Dynamic and Mapper to reach resources", ErrInvalidFamily)
-	}
-	m, err := e.Mapper.RESTMapping(schema.GroupKind{Group: r.Group, Kind: r.Kind})
-	if err != nil {
-		return nil, "", err
-	}
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		return e.Dynamic.Resource(m.Resource).Namespace(r.Namespace), m.Resource.Resource, nil
-	}
-	return e.Dynamic.Resource(m.Resource), m.Resource.Resource, nil
-}
-
-func (e *Executor) handoverOne(ctx context.Context, res *Result, retiring Set, it Item) error {
-	client, resource, err := e.resource(it.Ref)
-	if meta.IsNoMatchError(err) {
-		return nil // the kind is not served: no object to hand over
-	}
-	if err != nil {
-		return err
-	}
-	to := e.Family.OwnerReference(Set{Name: it.Successor, UID: it.SuccessorUID})
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		live, err := client.Get(ctx, it.Ref.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return err
+	for attempt := 0; ; attempt++ {
+		live, err := r.objects.Get(ctx, it.Ref)
+		switch {
+		case errors.Is(err, ErrNotServed):
+			if it.Verdict != Keep {
+				it.Verdict, it.Reason = Skip, "kind is not served"
+			}
+			return it, nil
+		case apierrors.IsNotFound(err):
+			if it.Verdict != Keep {
+				it.Verdict, it.Reason = Skip, "already gone"
+			}
+			return it, nil
+		case err != nil:
+			return it, err
 		}
 		refs := live.GetOwnerReferences()
-		if !ownedBy(refs, retiring.UID) {
-			return nil
+		var next []metav1.OwnerReference
+		switch verdict, reason := LiveVerdict(it, live, retiring, others, r.e.Prune); {
+		case it.Verdict == Keep:
+			if !ownedBy(refs, retiring.UID) {
+				return it, nil
+			}
+			next, _ = Handover(refs, retiring.UID, r.family.OwnerReference(Set{Name: it.Successor, UID: it.SuccessorUID}))
+		case r.e.Prune.keeps(it.Ref.GroupKind(), live):
+			it.Verdict, it.Reason = Skip, reason
+			if !ownedBy(refs, retiring.UID) {
+				return it, nil
+			}
+			it.Detached = true
+			next = withoutOwner(refs, retiring.UID)
+		case verdict == Delete && del:
+			it.Verdict, it.Reason = verdict, reason
+			return it, r.delete(ctx, live, &it)
+		default:
+			it.Verdict, it.Reason = verdict, reason
+			return it, nil
 		}
-		next, _ := Handover(refs, retiring.UID, to)
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-			"resourceVersion": live.GetResourceVersion(),
-			"ownerReferences": next,
-		}})
-		if err != nil {
-			return err
+		r.record(Call{Verb: "patch", Resource: r.resourceName(it.Ref), Namespace: it.Ref.Namespace, Name: it.Ref.Name})
+		if r.e.DryRun {
+			return it, nil
 		}
-		e.record(res, Call{Verb: "patch", Resource: resource, Namespace: it.Ref.Namespace, Name: it.Ref.Name})
-		if e.DryRun {
-			return nil
+		err = r.objects.SetOwnerReferences(ctx, live, next)
+		if apierrors.IsConflict(err) && attempt < retry.DefaultRetry.Steps {
+			continue // read again and decide again
 		}
-		_, err = client.Patch(ctx, it.Ref.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-		return err
-	})
+		if apierrors.IsNotFound(err) {
+			return it, nil
+		}
+		return it, err
+	}
+}
+
+// delete deletes live, the object of a Delete item, on condition of its UID.
+func (r *run) delete(ctx context.Context, live *unstructured.Unstructured, it *Item) error {
+	r.record(Call{Verb: "delete", Resource: r.resourceName(it.Ref), Namespace: it.Ref.Namespace, Name: it.Ref.Name})
+	if r.e.DryRun {
+		return nil
+	}
+	policy := r.e.ResourcePropagation
+	if policy == "" {
+		policy = metav1.DeletePropagationBackground
+	}
+	err := r.objects.Delete(ctx, it.Ref, live.GetUID(), policy)
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Gone already, or replaced by another object this check did not see.
+		it.Verdict, it.Reason = Skip, "gone or replaced before the delete"
+		return nil
+	}
+	return err
+}
+
+// resourceName names a resource's REST resource for a Call, from the
+// mapper where there is one, else from its kind.
+func (r *run) resourceName(ref Ref) string {
+	if r.e.Mapper != nil {
+		if m, err := r.e.Mapper.RESTMapping(ref.GroupKind()); err == nil {
+			return m.Resource.Resource
+		}
+	}
+	plural, _ := meta.UnsafeGuessKindToResource(ref.GroupKind().WithVersion(""))
+	return plural.Resource
 }
 
 func ownedBy(refs []metav1.OwnerReference, uid types.UID) bool {
@@ -434,4 +590,14 @@ func ownedBy(refs []metav1.OwnerReference, uid types.UID) bool {
 		}
 	}
 	return false
+}
+
+func withoutOwner(refs []metav1.OwnerReference, uid types.UID) []metav1.OwnerReference {
+	out := make([]metav1.OwnerReference, 0, len(refs))
+	for _, r := range refs {
+		if r.UID != uid {
+			out = append(out, r)
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"crypto/sha256"
+	"errors"
 	"encoding/hex"
 	"fmt"
 	"strings"
@@ -54,7 +55,9 @@ type Family struct {
 	// empty means [DefaultSupersededAnnotation].
 	SupersededAnnotation string
 	// Resources lists the resources a set holds. Nil means [Manifests]
-	// with the set's spec.manifests.
+	// with the set's spec.manifests. On an error it returns the resources
+	// it could read all the same: the set is invalid, and still counts as
+	// their lister.
 	Resources func(set *unstructured.Unstructured) ([]Ref, error)
 	// TargetNamespace is the namespace that namespaced resources listed
 	// without one land in (tektoncd/operator: the set's
@@ -62,7 +65,11 @@ type Family struct {
 	// without a namespace.
 	TargetNamespace func(set *unstructured.Unstructured) string
 	// ClusterScoped tells which kinds have no namespace, so that
-	// TargetNamespace is not applied to them. Nil means [WellKnownClusterScoped].
+	// TargetNamespace is not applied to them. Nil means the executor's REST
+	// mapper where the executor has one (cluster-scoped custom kinds, such
+	// as Tekton Triggers' ClusterInterceptors, are known only to it), and
+	// [WellKnownClusterScoped] otherwise and for kinds the mapper does not
+	// know; [ScopeFrom] builds the same from a mapper for a set controller.
 	ClusterScoped func(schema.GroupKind) bool
 	// Probe tells whether a set is Ready; nil means [ConditionProbe]{}.
 	Probe Probe
@@ -98,6 +105,15 @@ func (f Family) supersededAnnotation() string {
 		return DefaultSupersededAnnotation
 	}
 	return f.SupersededAnnotation
+}
+
+// typeMeta gives obj the family's set apiVersion and kind when it has none,
+// as a typed object converted to unstructured has none.
+func (f Family) typeMeta(obj *unstructured.Unstructured) {
+	if obj.GetKind() == "" {
+		obj.SetAPIVersion(f.Resource.GroupVersion().String())
+		obj.SetKind(f.Kind)
+	}
 }
 
 // LabelSelector returns the family's selector for List calls.
@@ -148,6 +164,12 @@ type Set struct {
 	Labels map[string]string
 	// Object is the set as it was read; nil for sets built by hand in tests.
 	Object *unstructured.Unstructured
+	// Invalid says why the set could not be read whole (no generation, no
+	// role, unreadable manifests); nil for a valid set. The library never
+	// plans for, retires or deletes an invalid set, and counts it as a
+	// lister of the Resources it could read, so no other set's finalization
+	// deletes them.
+	Invalid error
 }
 
 // String renders the set for a log line: name (generation/role).
@@ -155,15 +177,15 @@ func (s Set) String() string { return fmt.Sprintf("%s (%s/%s)", s.Name, s.Genera
 
 // Observe reads a set of the family. It fails with an error wrapping
 // [ErrInvalidSet] when the object is not in the family or lacks its
-// generation or role.
+// generation or role, or when its resources cannot all be read; the Set
+// returned with such an error is as much as could be read, with
+// [Set.Invalid] holding the error.
+//
+// A set carrying the superseded annotation is not Ready, whatever its
+// condition says: a set released by a rollback is Ready again only once its
+// controller has applied it and reported so (see [ReasonSuperseded]).
 func (f Family) Observe(u *unstructured.Unstructured) (Set, error) {
-	fail := func(format string, a ...any) (Set, error) {
-		return Set{}, &SetError{Name: u.GetName(), Err: fmt.Errorf("%w: "+format, append([]any{ErrInvalidSet}, a...)...)}
-	}
 	lbls := u.GetLabels()
-	if !f.Contains(lbls) {
-		return fail("labels %v do not match family selector %v", lbls, f.Selector)
-	}
 	s := Set{
 		Name:       u.GetName(),
 		UID:        u.GetUID(),
@@ -174,14 +196,11 @@ func (f Family) Observe(u *unstructured.Unstructured) (Set, error) {
 		Labels:     lbls,
 		Object:     u,
 	}
-	if s.Generation == "" {
-		return fail("no generation label %q", f.GenerationLabel)
+	if !f.Contains(lbls) {
+		return s, f.invalid(&s, fmt.Errorf("labels %v do not match family selector %v", lbls, f.Selector))
 	}
 	if s.Role == "" && f.RoleOf != nil {
 		s.Role, _ = f.RoleOf(u)
-	}
-	if s.Role == "" {
-		return fail("no role label %q and no role could be derived", f.roleLabel())
 	}
 	ann := u.GetAnnotations()
 	s.SupersededBy = ann[f.supersededAnnotation()]
@@ -192,18 +211,19 @@ func (f Family) Observe(u *unstructured.Unstructured) (Set, error) {
 	if probe == nil {
 		probe = ConditionProbe{}
 	}
-	s.Readiness = probe.Ready(u)
-	if s.Deleting {
+	switch {
+	case s.Deleting:
 		s.Readiness = Readiness{State: NotReady, Reason: "Deleting", Message: "set is being deleted"}
+	case s.SupersededBy != "":
+		s.Readiness = Readiness{State: NotReady, Reason: ReasonSuperseded, Message: "superseded by generation " + s.SupersededBy}
+	default:
+		s.Readiness = probe.Ready(u)
 	}
 	read := f.Resources
 	if read == nil {
 		read = func(u *unstructured.Unstructured) ([]Ref, error) { return Manifests(u, "spec", "manifests") }
 	}
-	refs, err := read(u)
-	if err != nil {
-		return Set{}, &SetError{Name: u.GetName(), Err: fmt.Errorf("%w: %w", ErrInvalidSet, err)}
-	}
+	refs, rerr := read(u)
 	if f.TargetNamespace != nil {
 		if ns := f.TargetNamespace(u); ns != "" {
 			scoped := f.ClusterScoped
@@ -218,25 +238,43 @@ func (f Family) Observe(u *unstructured.Unstructured) (Set, error) {
 		}
 	}
 	s.Resources = refs
+	switch {
+	case s.Generation == "":
+		return s, f.invalid(&s, fmt.Errorf("no generation label %q", f.GenerationLabel))
+	case s.Role == "":
+		return s, f.invalid(&s, fmt.Errorf("no role label %q and no role could be derived", f.roleLabel()))
+	case rerr != nil:
+		return s, f.invalid(&s, rerr)
+	}
 	return s, nil
 }
 
-// ObserveAll reads every object of a List of the family, in the given order.
+func (f Family) invalid(s *Set, err error) error {
+	s.Invalid = &SetError{Name: s.Name, Err: fmt.Errorf("%w: %w", ErrInvalidSet, err)}
+	return s.Invalid
+}
+
+// ObserveAll reads every object of a List of the family, in the given
+// order. Sets that cannot be read whole are returned too, with
+// [Set.Invalid] set, and the error joins their errors: a caller acting on
+// the valid sets goes on, one that needs all of them stops.
 func (f Family) ObserveAll(items []unstructured.Unstructured) ([]Set, error) {
 	out := make([]Set, 0, len(items))
+	var errs []error
 	for i := range items {
 		s, err := f.Observe(&items[i])
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
 		}
 		out = append(out, s)
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // Manifests reads the identities of the objects in the list at fields of u,
 // such as spec.manifests of a TektonInstallerSet. Every entry must have a
-// kind and a name.
+// kind and a name; the identities of the entries that have them are
+// returned even when others do not, with an error naming each bad entry.
 func Manifests(u *unstructured.Unstructured, fields ...string) ([]Ref, error) {
 	// Read in place: NestedSlice would deep-copy every manifest on every
 	// reconcile, and only the identities are needed.
@@ -249,18 +287,21 @@ func Manifests(u *unstructured.Unstructured, fields ...string) ([]Ref, error) {
 		return nil, fmt.Errorf("%s is %T, not a list", strings.Join(fields, "."), v)
 	}
 	refs := make([]Ref, 0, len(items))
+	var errs []error
 	for i, it := range items {
 		m, ok := it.(map[string]any)
 		if !ok {
-			return nil, fmt.Errorf("manifest %d is not an object", i)
+			errs = append(errs, fmt.Errorf("%s[%d] is not an object", strings.Join(fields, "."), i))
+			continue
 		}
 		r := RefOf(&unstructured.Unstructured{Object: m})
 		if r.Kind == "" || r.Name == "" {
-			return nil, fmt.Errorf("manifest %d has no kind or name", i)
+			errs = append(errs, fmt.Errorf("%s[%d] has no kind or name", strings.Join(fields, "."), i))
+			continue
 		}
 		refs = append(refs, r)
 	}
-	return refs, nil
+	return refs, errors.Join(errs...)
 }
 
 var wellKnownClusterScoped = map[schema.GroupKind]bool{

@@ -20,7 +20,8 @@ import (
 // [Family.SupersededAnnotation] as the first step of an upgrade and removes
 // the mark on a rollback, which gives the resources back. A controller that
 // reads the live object before writing it asks [Guard.MayWrite] instead,
-// which also holds when its view of the family is older than the cluster.
+// which also holds when its view of the family is older than the cluster,
+// and stamps what it writes with [Guard.Stamp].
 type Guard struct {
 	set    Set
 	kind   schema.GroupKind // the set's own kind, from set.Object
@@ -72,46 +73,78 @@ func (g Guard) MayApply(r Ref) (ok bool, reason string) {
 	return true, ""
 }
 
+// WriterAnnotation is the mark a set controller stamps, with [Guard.Stamp],
+// on every object it writes: the UID of the writing set. [Guard.MayWrite]
+// reads it to tell who last wrote an object that has no controller
+// ownerReference (webhook configurations, APIServices, CRDs, Namespaces).
+const WriterAnnotation = "handoff.kube-handoff.io/written-by"
+
+// Stamp marks obj, about to be written by the guard's set, with
+// [WriterAnnotation].
+func (g Guard) Stamp(obj *unstructured.Unstructured) {
+	ann := obj.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[WriterAnnotation] = string(g.set.UID)
+	obj.SetAnnotations(ann)
+}
+
 // MayWrite reports whether the set may write live, the object as just read
 // from the cluster, that it lists; when it may not, reason names what stops
-// it. It asks [Guard.MayApply] first, then refuses to take an object over
-// from another set of the same kind that is its controller, unless the
-// guard's view of the family shows that set superseded or being deleted:
+// it. It asks [Guard.MayApply] first, then finds the set that last wrote
+// the object: its controller ownerReference when that names a set of the
+// guard's kind, else the [WriterAnnotation] mark. It refuses to take the
+// object from another set unless the guard's view of the family shows that
+// set being deleted, or superseded while this one is not:
 //
-//   - a controller set the view does not hold is newer than the view (a set
-//     controller's cache can lag behind the executor), and has already
-//     written the object, so writing it back would revert it;
-//   - a live, not superseded set keeps what it controls, so two sets that
-//     list one resource do not fight over it.
+//   - a writer the view does not hold is newer than the view (a set
+//     controller's cache can lag behind the executor), and writing its
+//     object back would revert it;
+//   - a live set that is not superseded keeps what it wrote, so two
+//     current sets that list one resource do not fight over it;
+//   - two superseded sets (siblings of an old generation) leave each
+//     other's objects alone, so ownership does not go back and forth.
 //
 // It needs set.Object (which [Family.Observe] sets) to know the set kind.
 // Write the object back with the resourceVersion read (an update, not a
-// blind apply): a write by another set between the read and the update
-// then fails with a conflict instead of being reverted. An object installed
-// without an ownerReference (CRDs, Namespaces, webhook configurations)
-// carries no mark of the set that wrote it: for those, MayWrite is
-// MayApply.
+// blind apply), stamped with [Guard.Stamp]: a write by another set between
+// the read and the update then fails with a conflict instead of being
+// reverted. An object with neither a set controller nor a mark is the
+// guard's to decide by MayApply alone.
 func (g Guard) MayWrite(live *unstructured.Unstructured) (ok bool, reason string) {
 	r := RefOf(live)
 	if ok, reason := g.MayApply(r); !ok {
 		return false, reason
 	}
-	owner := metav1.GetControllerOfNoCopy(live)
-	if owner == nil || owner.UID == g.set.UID || g.kind.Empty() {
+	writer, by := g.writer(live)
+	if writer == "" || writer == g.set.UID {
 		return true, ""
 	}
-	gv, err := schema.ParseGroupVersion(owner.APIVersion)
-	if err != nil || (schema.GroupKind{Group: gv.Group, Kind: owner.Kind}) != g.kind {
-		return true, "" // not controlled by a set: not the guard's to decide
-	}
-	other, known := g.known[owner.UID]
+	other, known := g.known[writer]
 	switch {
 	case !known:
-		return false, fmt.Sprintf("%s is controlled by set %s (uid %s), newer than this view of the family", r, owner.Name, owner.UID)
-	case other.Deleting || other.SupersededBy != "":
+		return false, fmt.Sprintf("%s was written by set %s (uid %s), newer than this view of the family", r, by, writer)
+	case other.Deleting:
+		return true, ""
+	case other.SupersededBy != "" && g.set.SupersededBy == "":
 		return true, ""
 	}
-	return false, fmt.Sprintf("%s is controlled by live set %s of generation %s", r, other.Name, other.Generation)
+	return false, fmt.Sprintf("%s was written by set %s of generation %s, which this set does not supersede", r, other.Name, other.Generation)
+}
+
+// writer returns the UID (and, where known, the name) of the set that last
+// wrote live, or "" when no set of the guard's kind did.
+func (g Guard) writer(live *unstructured.Unstructured) (types.UID, string) {
+	if owner := metav1.GetControllerOfNoCopy(live); owner != nil {
+		gv, err := schema.ParseGroupVersion(owner.APIVersion)
+		if err == nil && !g.kind.Empty() && (schema.GroupKind{Group: gv.Group, Kind: owner.Kind}) == g.kind {
+			return owner.UID, owner.Name
+		}
+		return "", "" // controlled by something else: not the guard's to decide
+	}
+	uid := types.UID(live.GetAnnotations()[WriterAnnotation])
+	return uid, string(uid)
 }
 
 // MayApply is [NewGuard] followed by [Guard.MayApply], for a single question.

@@ -220,11 +220,11 @@ func TestGuardMayWrite(t *testing.T) {
 	}, {
 		name: "a stale view: the old set, not yet superseded in it, finds the object controlled by a set it does not know",
 		set:  oldStatic, family: []handoff.Set{oldStatic}, owner: ctrl(newStatic),
-		want: answer{false, shared.String() + " is controlled by set static-v2 (uid uid-static-v2), newer than this view of the family"},
+		want: answer{false, shared.String() + " was written by set static-v2 (uid uid-static-v2), newer than this view of the family"},
 	}, {
 		name: "a live, not superseded set keeps what it controls", set: sibling,
 		family: []handoff.Set{oldStatic, sibling}, owner: ctrl(oldStatic),
-		want: answer{false, shared.String() + " is controlled by live set static-v1 of generation v1"},
+		want: answer{false, shared.String() + " was written by set static-v1 of generation v1, which this set does not supersede"},
 	}, {
 		name: "controlled by another kind of object: not the guard's to decide", set: oldStatic, family: []handoff.Set{oldStatic},
 		owner: &metav1.OwnerReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "x", UID: "uid-x", Controller: ptr.To(true)}, want: yes,

@@ -148,7 +148,8 @@ type Planner struct {
 
 // Plan decides the next actions. It fails, planning nothing, when the
 // desired generation or an observed set of the family is malformed; desired
-// nil means the component is removed.
+// nil means the component is removed. Sets with [Set.Invalid] are left
+// out: no action ever names them.
 func (p Planner) Plan(observed []Set, desired *Desired) (Plan, error) {
 	if len(p.Family.Selector) == 0 {
 		return Plan{}, fmt.Errorf("%w: planner has an empty family selector", ErrInvalidFamily)
@@ -171,8 +172,8 @@ func (p Planner) members(observed []Set) ([]Set, error) {
 	sets := make([]Set, 0, len(observed))
 	uids := make(map[types.UID]bool, len(observed))
 	for _, s := range observed {
-		if !p.Family.Contains(s.Labels) {
-			continue
+		if !p.Family.Contains(s.Labels) || s.Invalid != nil {
+			continue // not ours, or not readable: never planned for
 		}
 		var err error
 		switch {

@@ -77,6 +77,10 @@ type Item struct {
 	Successor    string
 	SuccessorUID types.UID
 	Reason       string
+	// Detached is true when the resource was kept in place (protected
+	// kind or keep annotation) and its ownerReference to the retiring set
+	// was removed, so the garbage collector does not take it.
+	Detached bool
 }
 
 // String renders the item for a log line.
@@ -124,8 +128,9 @@ func (d Decision) String() string {
 //
 // A resource is kept when any other set of the family that is not being
 // deleted lists it: a newer generation, or a sibling of the same generation.
-// Of several, the successor is the one that is not superseded, then the
-// newest, then the first by name. Only what no such set lists is deleted;
+// Of several, the successor is a valid set before an invalid one (see
+// [Set.Invalid]), then one that is not superseded, then the newest, then
+// the first by name. Only what no such set lists is deleted;
 // with no other set left (the component is removed) that is everything.
 // Protected kinds are skipped. Repeated entries are decided once.
 func Finalization(retiring Set, others []Set, opts PruneOptions) Decision {
@@ -136,7 +141,7 @@ func Finalization(retiring Set, others []Set, opts PruneOptions) Decision {
 		}
 	}
 	slices.SortFunc(cands, func(a, b Set) int {
-		return cmp.Or(cmpBool(a.SupersededBy != "", b.SupersededBy != ""),
+		return cmp.Or(cmpBool(a.Invalid != nil, b.Invalid != nil), cmpBool(a.SupersededBy != "", b.SupersededBy != ""),
 			b.Created.Compare(a.Created), cmp.Compare(a.Name, b.Name), cmp.Compare(a.UID, b.UID))
 	})
 	need := make(map[Ref]int, len(retiring.Resources))
@@ -212,6 +217,13 @@ func LiveVerdict(it Item, live *unstructured.Unstructured, retiring Set, family 
 	default:
 		return Skip, "owned by an object outside the family"
 	}
+}
+
+// keeps reports whether a live object stays when its set goes whatever
+// lists it: a protected kind, or the keep annotation.
+func (o PruneOptions) keeps(gk schema.GroupKind, live *unstructured.Unstructured) bool {
+	return slices.Contains(o.Protected, gk) ||
+		(o.KeepAnnotation != "" && live.GetAnnotations()[o.KeepAnnotation] == KeepValue)
 }
 
 func cmpBool(a, b bool) int {

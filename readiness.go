@@ -60,6 +60,15 @@ type ConditionProbe struct {
 
 var _ Probe = ConditionProbe{}
 
+// ReasonSuperseded is the reason of the Ready=False condition a set
+// controller reports while its set carries the superseded annotation: the
+// set does not write what the superseding generation lists, so it is not
+// Ready for its spec. On a rollback the executor removes the mark, and only
+// the controller's next pass, which applies the set again, makes it Ready.
+// [Family.Observe] reads a set that still carries the mark as NotReady with
+// this reason, whatever its condition says.
+const ReasonSuperseded = "Superseded"
+
 // Reasons a [ConditionProbe] gives when the condition itself does not.
 const (
 	ReasonNoStatus  = "NoStatus"
