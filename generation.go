@@ -2,8 +2,8 @@ package handoff
 
 import (
 	"crypto/sha256"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
