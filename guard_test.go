@@ -206,6 +206,7 @@ func TestGuardMayWrite(t *testing.T) {
 		set    handoff.Set
 		family []handoff.Set
 		owner  *metav1.OwnerReference
+		writer handoff.Set // the set whose Stamp the object carries, if any
 		want   answer
 	}{{
 		name: "no controller yet", set: oldStatic, family: []handoff.Set{oldStatic}, want: yes,
@@ -232,13 +233,44 @@ func TestGuardMayWrite(t *testing.T) {
 		name: "an owner that is not the controller does not count", set: oldStatic, family: []handoff.Set{oldStatic},
 		owner: &metav1.OwnerReference{APIVersion: "operator.tekton.dev/v1alpha1", Kind: "TektonInstallerSet", Name: "static-v2", UID: "uid-static-v2"}, want: yes,
 	}, {
+		// Issue 13, item 5: each would take the object from the other on
+		// every pass, rewriting its controller back and forth.
+		name: "superseded siblings leave each other's objects alone", set: prSuperseded(sibling),
+		family: []handoff.Set{prSuperseded(oldStatic), prSuperseded(sibling)}, owner: ctrl(oldStatic),
+		want: answer{false, shared.String() + " was written by set static-v1 of generation v1, which this set does not supersede"},
+	}, {
+		name: "a released set takes back what the superseded newer set wrote", set: oldStatic,
+		family: []handoff.Set{oldStatic, prSuperseded(newStatic)}, owner: ctrl(newStatic), want: yes,
+	}, {
+		// Issue 13, item 9: an object installed without an owner carries
+		// the writer's mark instead.
+		name: "no owner, written by a set a stale view does not know", set: oldStatic,
+		family: []handoff.Set{oldStatic}, writer: newStatic,
+		want: answer{false, shared.String() + " was written by set uid-static-v2 (uid uid-static-v2), newer than this view of the family"},
+	}, {
+		name: "no owner, written by the live newer set", set: oldStatic,
+		family: []handoff.Set{oldStatic, newStatic}, writer: newStatic,
+		want: answer{false, shared.String() + " was written by set static-v2 of generation v2, which this set does not supersede"},
+	}, {
+		name: "no owner, written by the set itself", set: oldStatic, family: []handoff.Set{oldStatic}, writer: oldStatic, want: yes,
+	}, {
+		name: "no owner, written by the superseded old set: the new one takes it", set: newStatic,
+		family: []handoff.Set{prSuperseded(oldStatic), newStatic}, writer: oldStatic, want: yes,
+	}, {
 		name: "MayApply's claim still holds", set: prSuperseded(oldStatic),
 		family: []handoff.Set{prSuperseded(oldStatic), newStatic}, owner: ctrl(oldStatic),
 		want: answer{false, shared.String() + " is claimed by static-v2 of generation v2"},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ok, reason := handoff.NewGuard(tc.set, tc.family).MayWrite(liveObj(shared, tc.owner))
+			live := liveObj(shared, tc.owner)
+			if tc.writer.UID != "" {
+				handoff.NewGuard(tc.writer, tc.family).Stamp(live)
+				if got := live.GetAnnotations()[handoff.WriterAnnotation]; got != string(tc.writer.UID) {
+					t.Fatalf("Stamp wrote %q, want the writer's UID %q", got, tc.writer.UID)
+				}
+			}
+			ok, reason := handoff.NewGuard(tc.set, tc.family).MayWrite(live)
 			if d := cmp.Diff(tc.want, answer{ok, reason}); d != "" {
 				t.Errorf("Guard.MayWrite (-want +got):\n%s", d)
 			}

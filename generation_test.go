@@ -1,0 +1,136 @@
+package handoff_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/kube-handoff/handoff"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// observed is what the tests compare of an observed set.
+type observed struct {
+	Generation, Role string
+	Readiness        handoff.Readiness
+	Resources        []handoff.Ref
+	Invalid          bool
+}
+
+func TestFamilyObserve(t *testing.T) {
+	f := &fixture{fam: handoff.Family{
+		Resource:        schema.GroupVersionResource{Group: "operator.tekton.dev", Version: "v1alpha1", Resource: "tektoninstallersets"},
+		Kind:            setKind,
+		Selector:        map[string]string{"operator.tekton.dev/created-by": "Comp", "operator.tekton.dev/type": "main"},
+		GenerationLabel: "operator.tekton.dev/release-version",
+	}}
+	cmRef := handoff.Ref{Kind: "ConfigMap", Namespace: testNS, Name: "a"}
+	ready := handoff.Readiness{State: handoff.Ready}
+	tests := map[string]struct {
+		spec   setSpec
+		mutate func(u *unstructured.Unstructured)
+		fam    func(handoff.Family) handoff.Family
+		want   observed
+	}{
+		"a Ready set": {
+			spec: setSpec{name: "s", gen: "v1", role: "static", ready: true, lists: []*unstructured.Unstructured{cm("a")}},
+			want: observed{Generation: "v1", Role: "static", Readiness: ready, Resources: []handoff.Ref{cmRef}},
+		},
+		// Issue 13, item 8: a set released by a rollback is Ready only once
+		// its controller applied it again; while it carries the mark, its
+		// old Ready condition does not count.
+		"a superseded set is not Ready, whatever its condition says": {
+			spec: setSpec{name: "s", gen: "v1", role: "static", ready: true, supersededBy: "v2", lists: []*unstructured.Unstructured{cm("a")}},
+			want: observed{Generation: "v1", Role: "static", Readiness: handoff.Readiness{
+				State: handoff.NotReady, Reason: handoff.ReasonSuperseded, Message: "superseded by generation v2"},
+				Resources: []handoff.Ref{cmRef}},
+		},
+		// Issue 13, item 4: what can be read is kept, with the error.
+		"no role: invalid, with its resources": {
+			spec: setSpec{name: "s", gen: "v1", lists: []*unstructured.Unstructured{cm("a")}},
+			want: observed{Generation: "v1", Readiness: handoff.Readiness{State: handoff.Unknown, Reason: handoff.ReasonNoStatus, Message: "no status yet"},
+				Resources: []handoff.Ref{cmRef}, Invalid: true},
+		},
+		"a manifest without a name: invalid, with the others": {
+			spec: setSpec{name: "s", gen: "v1", role: "static", ready: true, lists: []*unstructured.Unstructured{cm("a")}},
+			mutate: func(u *unstructured.Unstructured) {
+				spec := u.Object["spec"].(map[string]any)
+				spec["manifests"] = append(spec["manifests"].([]any), map[string]any{"apiVersion": "v1", "kind": "Secret"})
+			},
+			want: observed{Generation: "v1", Role: "static", Readiness: ready, Resources: []handoff.Ref{cmRef}, Invalid: true},
+		},
+		// Issue 13, item 6: the family's scope function, not a fixed list,
+		// says a custom kind is cluster-scoped.
+		"a cluster-scoped custom kind gets no target namespace": {
+			spec: setSpec{name: "s", gen: "v1", role: "static", ready: true, lists: []*unstructured.Unstructured{
+				cm("a"), mkObj("triggers.tekton.dev/v1alpha1", "ClusterInterceptor", "", "cel", "")}},
+			mutate: func(u *unstructured.Unstructured) {
+				// The ConfigMap comes without a namespace, as tekton lists it.
+				items := u.Object["spec"].(map[string]any)["manifests"].([]any)
+				unstructured.RemoveNestedField(items[0].(map[string]any), "metadata", "namespace")
+			},
+			fam: func(f handoff.Family) handoff.Family {
+				f.TargetNamespace = func(*unstructured.Unstructured) string { return testNS }
+				f.ClusterScoped = func(gk schema.GroupKind) bool { return gk.Kind == "ClusterInterceptor" }
+				return f
+			},
+			want: observed{Generation: "v1", Role: "static", Readiness: ready, Resources: []handoff.Ref{
+				cmRef, {Group: "triggers.tekton.dev", Kind: "ClusterInterceptor", Name: "cel"}}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			u := f.setObject(tc.spec)
+			if tc.mutate != nil {
+				tc.mutate(u)
+			}
+			fam := f.fam
+			if tc.fam != nil {
+				fam = tc.fam(fam)
+			}
+			s, err := fam.Observe(u)
+			if (err != nil) != tc.want.Invalid || !errors.Is(s.Invalid, err) {
+				t.Fatalf("Observe error = %v, Set.Invalid = %v; want invalid %v", err, s.Invalid, tc.want.Invalid)
+			}
+			if err != nil && !errors.Is(err, handoff.ErrInvalidSet) {
+				t.Errorf("Observe error = %v, want ErrInvalidSet", err)
+			}
+			got := observed{Generation: s.Generation, Role: s.Role, Readiness: s.Readiness, Resources: s.Resources, Invalid: s.Invalid != nil}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Observe (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// ObserveAll returns every set, invalid ones marked, so one unreadable set
+// does not hide the rest (issue 13, item 4).
+func TestFamilyObserveAllKeepsTheValidSets(t *testing.T) {
+	f := &fixture{fam: handoff.Family{
+		Resource:        schema.GroupVersionResource{Group: "operator.tekton.dev", Version: "v1alpha1", Resource: "tektoninstallersets"},
+		Selector:        map[string]string{"operator.tekton.dev/created-by": "Comp", "operator.tekton.dev/type": "main"},
+		GenerationLabel: "operator.tekton.dev/release-version",
+	}}
+	items := []unstructured.Unstructured{
+		*f.setObject(setSpec{name: "good", gen: "v1", role: "static"}),
+		*f.setObject(setSpec{name: "no-role", gen: "v1"}),
+		*f.setObject(setSpec{name: "good-too", gen: "v1", role: "deployment"}),
+	}
+	sets, err := f.fam.ObserveAll(items)
+	var se *handoff.SetError
+	if !errors.As(err, &se) || se.Name != "no-role" || !errors.Is(err, handoff.ErrInvalidSet) {
+		t.Fatalf("ObserveAll error = %v, want an ErrInvalidSet naming no-role", err)
+	}
+	var got []string
+	for _, s := range sets {
+		if s.Invalid != nil {
+			got = append(got, s.Name+" (invalid)")
+			continue
+		}
+		got = append(got, s.Name)
+	}
+	if diff := cmp.Diff([]string{"good", "no-role (invalid)", "good-too"}, got); diff != "" {
+		t.Errorf("ObserveAll (-want +got):\n%s", diff)
+	}
+}
