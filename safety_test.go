@@ -336,12 +336,16 @@ func TestStaleMapper(t *testing.T) {
 			wantErr: handoff.ErrStaleMapper,
 		},
 		"a resettable mapper is reset and the Widget handed over": {
-			mapper:    func(before, after meta.RESTMapper) meta.RESTMapper { return &staticMapper{RESTMapper: before, full: after} },
+			mapper: func(before, after meta.RESTMapper) meta.RESTMapper {
+				return &staticMapper{RESTMapper: before, full: after}
+			},
 			served:    true,
 			wantOwner: "static-v2",
 		},
 		"a kind unknown after a reset is not served: nothing to hand over": {
-			mapper: func(before, after meta.RESTMapper) meta.RESTMapper { return &staticMapper{RESTMapper: before, full: after} },
+			mapper: func(before, after meta.RESTMapper) meta.RESTMapper {
+				return &staticMapper{RESTMapper: before, full: after}
+			},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
