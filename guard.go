@@ -2,6 +2,8 @@ package handoff
 
 import (
 	"fmt"
+	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -74,9 +76,10 @@ func (g Guard) MayApply(r Ref) (ok bool, reason string) {
 }
 
 // WriterAnnotation is the mark a set controller stamps, with [Guard.Stamp],
-// on every object it writes: the UID of the writing set. [Guard.MayWrite]
-// reads it to tell who last wrote an object that has no controller
-// ownerReference (webhook configurations, APIServices, CRDs, Namespaces).
+// on every object it writes: the UID of the writing set and its creation
+// time, as "<uid>@<RFC 3339 time>". [Guard.MayWrite] reads it to tell who
+// last wrote an object that has no controller ownerReference (webhook
+// configurations, APIServices, CRDs, Namespaces).
 const WriterAnnotation = "handoff.kube-handoff.io/written-by"
 
 // Stamp marks obj, about to be written by the guard's set, with
@@ -86,8 +89,16 @@ func (g Guard) Stamp(obj *unstructured.Unstructured) {
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[WriterAnnotation] = string(g.set.UID)
+	ann[WriterAnnotation] = string(g.set.UID) + "@" + g.set.Created.UTC().Format(time.RFC3339)
 	obj.SetAnnotations(ann)
+}
+
+// parseStamp reads a [WriterAnnotation] value; created is zero when the
+// value carries no time.
+func parseStamp(v string) (uid types.UID, created time.Time) {
+	id, at, _ := strings.Cut(v, "@")
+	created, _ = time.Parse(time.RFC3339, at)
+	return types.UID(id), created
 }
 
 // MayWrite reports whether the set may write live, the object as just read
@@ -100,7 +111,10 @@ func (g Guard) Stamp(obj *unstructured.Unstructured) {
 //
 //   - a writer the view does not hold is newer than the view (a set
 //     controller's cache can lag behind the executor), and writing its
-//     object back would revert it;
+//     object back would revert it — unless its mark says it was created
+//     before this set: then it is an older set that is gone (a controller
+//     ownerReference to a gone set is removed by the garbage collector; a
+//     mark stays, and must not lock the object forever);
 //   - a live set that is not superseded keeps what it wrote, so two
 //     current sets that list one resource do not fight over it;
 //   - two superseded sets (siblings of an old generation) leave each
@@ -117,12 +131,14 @@ func (g Guard) MayWrite(live *unstructured.Unstructured) (ok bool, reason string
 	if ok, reason := g.MayApply(r); !ok {
 		return false, reason
 	}
-	writer, by := g.writer(live)
+	writer, by, created := g.writer(live)
 	if writer == "" || writer == g.set.UID {
 		return true, ""
 	}
 	other, known := g.known[writer]
 	switch {
+	case !known && !created.IsZero() && created.Before(g.set.Created):
+		return true, ""
 	case !known:
 		return false, fmt.Sprintf("%s was written by set %s (uid %s), newer than this view of the family", r, by, writer)
 	case other.Deleting:
@@ -133,18 +149,19 @@ func (g Guard) MayWrite(live *unstructured.Unstructured) (ok bool, reason string
 	return false, fmt.Sprintf("%s was written by set %s of generation %s, which this set does not supersede", r, other.Name, other.Generation)
 }
 
-// writer returns the UID (and, where known, the name) of the set that last
-// wrote live, or "" when no set of the guard's kind did.
-func (g Guard) writer(live *unstructured.Unstructured) (types.UID, string) {
+// writer returns the UID (and, where known, the name, and from a mark the
+// creation time) of the set that last wrote live, or "" when no set of the
+// guard's kind did.
+func (g Guard) writer(live *unstructured.Unstructured) (uid types.UID, name string, created time.Time) {
 	if owner := metav1.GetControllerOfNoCopy(live); owner != nil {
 		gv, err := schema.ParseGroupVersion(owner.APIVersion)
 		if err == nil && !g.kind.Empty() && (schema.GroupKind{Group: gv.Group, Kind: owner.Kind}) == g.kind {
-			return owner.UID, owner.Name
+			return owner.UID, owner.Name, time.Time{}
 		}
-		return "", "" // controlled by something else: not the guard's to decide
+		return "", "", time.Time{} // controlled by something else: not the guard's to decide
 	}
-	uid := types.UID(live.GetAnnotations()[WriterAnnotation])
-	return uid, string(uid)
+	uid, created = parseStamp(live.GetAnnotations()[WriterAnnotation])
+	return uid, string(uid), created
 }
 
 // MayApply is [NewGuard] followed by [Guard.MayApply], for a single question.

@@ -3,6 +3,7 @@ package handoff_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/kube-handoff/handoff"
@@ -252,6 +253,9 @@ func TestGuardMayWrite(t *testing.T) {
 		family: []handoff.Set{oldStatic, newStatic}, writer: newStatic,
 		want: answer{false, shared.String() + " was written by set static-v2 of generation v2, which this set does not supersede"},
 	}, {
+		name: "no owner, written by an older set that is gone: the object is not locked", set: newStatic,
+		family: []handoff.Set{newStatic}, writer: oldStatic, want: yes,
+	}, {
 		name: "no owner, written by the set itself", set: oldStatic, family: []handoff.Set{oldStatic}, writer: oldStatic, want: yes,
 	}, {
 		name: "no owner, written by the superseded old set: the new one takes it", set: newStatic,
@@ -266,8 +270,9 @@ func TestGuardMayWrite(t *testing.T) {
 			live := liveObj(shared, tc.owner)
 			if tc.writer.UID != "" {
 				handoff.NewGuard(tc.writer, tc.family).Stamp(live)
-				if got := live.GetAnnotations()[handoff.WriterAnnotation]; got != string(tc.writer.UID) {
-					t.Fatalf("Stamp wrote %q, want the writer's UID %q", got, tc.writer.UID)
+				want := string(tc.writer.UID) + "@" + tc.writer.Created.UTC().Format(time.RFC3339)
+				if got := live.GetAnnotations()[handoff.WriterAnnotation]; got != want {
+					t.Fatalf("Stamp wrote %q, want the writer's UID and creation time %q", got, want)
 				}
 			}
 			ok, reason := handoff.NewGuard(tc.set, tc.family).MayWrite(live)
