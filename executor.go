@@ -136,6 +136,7 @@ type run struct {
 	family  Family
 	objects Objects
 	view    []Set // the family, as listed and then as written by this call
+	index   map[Ref][]int // which sets of view list a resource; nil when stale
 	writes  []Call
 }
 
@@ -188,11 +189,35 @@ func (r *run) saw(obj *unstructured.Unstructured) {
 		return
 	}
 	s, _ := r.family.Observe(obj)
+	r.index = nil
 	if cur, ok := r.set(s.UID); ok {
 		*cur = s
 		return
 	}
 	r.view = append(r.view, s)
+}
+
+// owners returns the ownerReferences a kept resource gets: its successor
+// first, then every other set of the view that lists it and is not being
+// deleted.
+func (r *run) owners(it Item, retiring types.UID) []metav1.OwnerReference {
+	if r.index == nil {
+		r.index = make(map[Ref][]int)
+		for i, s := range r.view {
+			for _, ref := range s.Resources {
+				if l := r.index[ref]; len(l) == 0 || l[len(l)-1] != i {
+					r.index[ref] = append(l, i)
+				}
+			}
+		}
+	}
+	out := []metav1.OwnerReference{r.family.OwnerReference(Set{Name: it.Successor, UID: it.SuccessorUID})}
+	for _, i := range r.index[it.Ref] {
+		if s := r.view[i]; !s.Deleting && s.UID != retiring && s.UID != it.SuccessorUID {
+			out = append(out, r.family.OwnerReference(s))
+		}
+	}
+	return out
 }
 
 func (r *run) record(c Call) {
@@ -522,14 +547,14 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 			if !ownedBy(refs, retiring.UID) {
 				return it, nil
 			}
-			next, _ = Handover(refs, retiring.UID, r.family.OwnerReference(Set{Name: it.Successor, UID: it.SuccessorUID}))
+			next, _ = Handover(refs, retiring.UID, r.owners(it, retiring.UID)...)
 		case r.e.Prune.keeps(it.Ref.GroupKind(), live):
 			it.Verdict, it.Reason = Skip, reason
 			if !ownedBy(refs, retiring.UID) {
 				return it, nil
 			}
 			it.Detached = true
-			next = withoutOwner(refs, retiring.UID)
+			next, _ = Handover(refs, retiring.UID)
 		case verdict == Delete && del:
 			it.Verdict, it.Reason = verdict, reason
 			return it, r.delete(ctx, live, &it)
@@ -590,14 +615,4 @@ func ownedBy(refs []metav1.OwnerReference, uid types.UID) bool {
 		}
 	}
 	return false
-}
-
-func withoutOwner(refs []metav1.OwnerReference, uid types.UID) []metav1.OwnerReference {
-	out := make([]metav1.OwnerReference, 0, len(refs))
-	for _, r := range refs {
-		if r.UID != uid {
-			out = append(out, r)
-		}
-	}
-	return out
 }

@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"cmp"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -89,18 +90,21 @@ func OwnerOf(obj *unstructured.Unstructured, set Set, family []Set) Owner {
 }
 
 // Handover moves ownership of an object from the set with UID from to the
-// owner to, and returns the new ownerReferences and whether they changed.
+// owners to, and returns the new ownerReferences and whether they changed.
 //
-// The reference to from is removed. The reference to to is added if it is
-// missing. If from was the controller and no other reference is, the
-// reference to to becomes the controller. blockOwnerDeletion is carried over
-// from the removed reference when to gets it new. Every other reference is
-// kept as it is, in its order.
-func Handover(refs []metav1.OwnerReference, from types.UID, to metav1.OwnerReference) ([]metav1.OwnerReference, bool) {
+// The reference to from is removed. A reference to each of to is added if
+// it is missing, with blockOwnerDeletion carried over from the removed
+// reference. If from was the controller and no other reference is, the
+// first of to becomes the controller. Every other reference is kept as it
+// is, in its order. With no to, the object simply stops naming from.
+//
+// Handing an object to every live set that lists it, not to one, keeps it
+// from the garbage collector as long as any of them lives: a successor
+// retired by a racing reconcile does not take the object with it.
+func Handover(refs []metav1.OwnerReference, from types.UID, to ...metav1.OwnerReference) ([]metav1.OwnerReference, bool) {
 	var (
-		out       = make([]metav1.OwnerReference, 0, len(refs)+1)
+		out       = make([]metav1.OwnerReference, 0, len(refs)+len(to))
 		fromRef   *metav1.OwnerReference
-		toIdx     = -1
 		otherCtrl bool
 		changed   bool
 	)
@@ -111,27 +115,32 @@ func Handover(refs []metav1.OwnerReference, from types.UID, to metav1.OwnerRefer
 			fromRef = &refs[i]
 			changed = true
 			continue
-		case r.UID == to.UID:
-			toIdx = len(out)
 		case r.Controller != nil && *r.Controller:
 			otherCtrl = true
 		}
 		out = append(out, r)
 	}
-	if toIdx < 0 {
-		n := to
-		n.Controller, n.BlockOwnerDeletion = nil, nil
-		if fromRef != nil {
-			n.BlockOwnerDeletion = fromRef.BlockOwnerDeletion
+	first := -1
+	for i, t := range to {
+		idx := slices.IndexFunc(out, func(r metav1.OwnerReference) bool { return r.UID == t.UID })
+		if idx < 0 {
+			n := t
+			n.Controller, n.BlockOwnerDeletion = nil, nil
+			if fromRef != nil {
+				n.BlockOwnerDeletion = fromRef.BlockOwnerDeletion
+			}
+			out = append(out, n)
+			idx = len(out) - 1
+			changed = true
 		}
-		out = append(out, n)
-		toIdx = len(out) - 1
-		changed = true
+		if i == 0 {
+			first = idx
+		}
 	}
-	if fromRef != nil && fromRef.Controller != nil && *fromRef.Controller && !otherCtrl {
-		if c := out[toIdx].Controller; c == nil || !*c {
+	if first >= 0 && fromRef != nil && fromRef.Controller != nil && *fromRef.Controller && !otherCtrl {
+		if c := out[first].Controller; c == nil || !*c {
 			t := true
-			out[toIdx].Controller = &t
+			out[first].Controller = &t
 			changed = true
 		}
 	}

@@ -201,9 +201,17 @@ func TestOwnershipHandover(t *testing.T) {
 		return metav1.OwnerReference{APIVersion: "operator.tekton.dev/v1alpha1", Kind: "TektonInstallerSet",
 			Name: "static-v2", UID: "uid-static-v2", Controller: controller, BlockOwnerDeletion: block}
 	}
+	also := metav1.OwnerReference{APIVersion: "operator.tekton.dev/v1alpha1", Kind: "TektonInstallerSet",
+		Name: "deployment-v2", UID: "uid-deployment-v2", Controller: owPtr(true), BlockOwnerDeletion: owPtr(true)}
+	alsoAs := func(block *bool) metav1.OwnerReference {
+		r := also
+		r.Controller, r.BlockOwnerDeletion = nil, block
+		return r
+	}
 	tests := []struct {
 		name        string
 		refs        []metav1.OwnerReference
+		to          []metav1.OwnerReference // nil: {to}
 		want        []metav1.OwnerReference
 		wantChanged bool
 	}{{
@@ -247,6 +255,24 @@ func TestOwnershipHandover(t *testing.T) {
 		want:        []metav1.OwnerReference{sibling, newRef(owPtr(true), owPtr(true))},
 		wantChanged: false,
 	}, {
+		name:        "to every lister: the first becomes the controller, the others plain owners",
+		refs:        []metav1.OwnerReference{oldCtrl},
+		to:          []metav1.OwnerReference{to, also},
+		want:        []metav1.OwnerReference{newRef(owPtr(true), owPtr(true)), alsoAs(owPtr(true))},
+		wantChanged: true,
+	}, {
+		name:        "to no one: the object only stops naming the retiring set",
+		refs:        []metav1.OwnerReference{owForeign(), oldCtrl},
+		to:          []metav1.OwnerReference{},
+		want:        []metav1.OwnerReference{owForeign()},
+		wantChanged: true,
+	}, {
+		name:        "to no one, naming only the retiring set: no owner is left",
+		refs:        []metav1.OwnerReference{oldCtrl},
+		to:          []metav1.OwnerReference{},
+		want:        []metav1.OwnerReference{},
+		wantChanged: true,
+	}, {
 		name:        "already handed over, the successor kept without the flag: unchanged",
 		refs:        []metav1.OwnerReference{newRef(nil, nil)},
 		want:        []metav1.OwnerReference{newRef(nil, nil)},
@@ -258,7 +284,11 @@ func TestOwnershipHandover(t *testing.T) {
 			for i := range tc.refs {
 				tc.refs[i].DeepCopyInto(&in[i])
 			}
-			got, changed := handoff.Handover(tc.refs, from, to)
+			owners := tc.to
+			if owners == nil {
+				owners = []metav1.OwnerReference{to}
+			}
+			got, changed := handoff.Handover(tc.refs, from, owners...)
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("Handover refs (-want +got):\n%s", d)
 			}
@@ -268,7 +298,7 @@ func TestOwnershipHandover(t *testing.T) {
 			if d := cmp.Diff(in, tc.refs); d != "" {
 				t.Errorf("Handover modified its input (-before +after):\n%s", d)
 			}
-			again, changed := handoff.Handover(got, from, to)
+			again, changed := handoff.Handover(got, from, owners...)
 			if d := cmp.Diff(got, again); d != "" || changed {
 				t.Errorf("second Handover changed = %v (-first +second):\n%s", changed, d)
 			}

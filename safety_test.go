@@ -553,3 +553,40 @@ func TestReleasedSetIsNotReadyUntilReapplied(t *testing.T) {
 		t.Errorf("the wait gives no reason")
 	}
 }
+
+// A kept resource is handed to every live set that lists it, not to one:
+// then a successor retired by a racing reconcile, whose view predates the
+// handover, does not take the resource with it.
+func TestHandoverToEveryLister(t *testing.T) {
+	f := newFixture(t)
+	shared := cm("shared")
+	lists := []*unstructured.Unstructured{shared}
+	f.seed(t, []setSpec{
+		{name: "static-v1", gen: "v1", role: "static", age: 30, ready: true, supersededBy: "v2", lists: lists},
+		{name: "static-v2-a", gen: "v2", role: "static", age: 20, ready: true, lists: lists},
+		{name: "static-v2-b", gen: "v2", role: "static", age: 10, ready: true, lists: lists},
+	}, lists, map[string]string{"shared": "static-v1"})
+	set, _ := f.c.Get(handofftest.Key{Group: "operator.tekton.dev", Kind: setKind, Name: "static-v1"})
+	if _, err := f.exec.Finalize(context.Background(), set); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := f.owners(cmKey("shared"))
+	if diff := cmp.Diff([]string{"static-v2-b", "static-v2-a"}, got); diff != "" {
+		t.Errorf("owners after Finalize (-want +got):\n%s", diff)
+	}
+	// The racing reconcile deletes the preferred successor without a
+	// handover of its own: the other lister keeps the resource.
+	for _, name := range []string{"static-v1", "static-v2-b"} {
+		if err := f.c.Dynamic().Resource(handofftest.SetResource).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.c.CollectGarbage()
+	got, ok := f.owners(cmKey("shared"))
+	if !ok {
+		t.Fatal("the shared ConfigMap was collected with the successor it was handed to")
+	}
+	if diff := cmp.Diff([]string{"static-v2-a"}, got); diff != "" {
+		t.Errorf("owners after the garbage collector ran (-want +got):\n%s", diff)
+	}
+}
