@@ -135,7 +135,7 @@ type run struct {
 	e       *Executor
 	family  Family
 	objects Objects
-	view    []Set // the family, as listed and then as written by this call
+	view    []Set         // the family, as listed and then as written by this call
 	index   map[Ref][]int // which sets of view list a resource; nil when stale
 	writes  []Call
 }
