@@ -16,7 +16,8 @@
 //   - [Planner.Plan] is pure: observed sets and a [Desired] generation in, a
 //     [Plan] of [Action] values out, printable and comparable.
 //   - [Finalization] and [LiveVerdict] decide what finalizing a set deletes,
-//     keeps or skips; [Handover] moves ownerReferences to a successor.
+//     keeps or skips; [Handover] moves ownerReferences to the sets that
+//     still list a resource.
 //   - [Guard] tells a set controller whether it may write a resource while
 //     generations coexist, so the old one does not revert the new one.
 //   - [Executor] is the only code that talks to the API server:
@@ -26,9 +27,14 @@
 // The set controller's contract: put a finalizer on each set and call
 // [Executor.Finalize] from it instead of deleting every listed resource by
 // name; before applying a resource, ask [Guard.MayApply] (or, of the live
-// object read before an update, [Guard.MayWrite]) and leave the resource
-// alone when it says no; write status.observedGeneration with the Ready
-// condition.
+// object read before an update, [Guard.MayWrite]), leave the resource
+// alone when it says no, and mark what it writes with [Guard.Stamp]; write
+// status.observedGeneration with the Ready condition, and report Ready=False
+// with reason [ReasonSuperseded] while the set carries the superseded mark.
+//
+// Listed resources are reached through [Objects]: [NewDynamicObjects] over
+// a dynamic client and a REST mapper, which it resets once on a kind it does
+// not know, or an adapter over a client the operator already holds.
 //
 // Usage, in a reconciler:
 //
