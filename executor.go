@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -132,12 +133,13 @@ func (e *Executor) sets() SetClient {
 // run is one call of Step or Finalize: the family as the call sees it, kept
 // current as the call's own writes land, and the way to the resources.
 type run struct {
-	e       *Executor
-	family  Family
-	objects Objects
-	view    []Set         // the family, as listed and then as written by this call
-	index   map[Ref][]int // which sets of view list a resource; nil when stale
-	writes  []Call
+	e        *Executor
+	family   Family
+	objects  Objects
+	view     []Set       // the family, as listed and then as written by this call
+	retiring []types.UID // the sets this call retires or finalizes
+	decider  *decider    // over view, for retire; nil until needed or when stale
+	writes   []Call
 }
 
 func (e *Executor) start() (*run, error) {
@@ -189,7 +191,7 @@ func (r *run) saw(obj *unstructured.Unstructured) {
 		return
 	}
 	s, _ := r.family.Observe(obj)
-	r.index = nil
+	r.decider = nil
 	if cur, ok := r.set(s.UID); ok {
 		*cur = s
 		return
@@ -197,25 +199,43 @@ func (r *run) saw(obj *unstructured.Unstructured) {
 	r.view = append(r.view, s)
 }
 
+// decide returns the finalization decision of the view's set uid, one of
+// r.retiring, from one index over the view built for all of them: sets
+// retired earlier in the call are being deleted in the view, so they are
+// nobody's successor.
+func (r *run) decide(uid types.UID) Decision {
+	d := r.deciderFor()
+	i := slices.IndexFunc(r.view, func(s Set) bool { return s.UID == uid })
+	return d.decide(i)
+}
+
+func (r *run) deciderFor() *decider {
+	if r.decider == nil {
+		var idx []int
+		for i, s := range r.view {
+			if slices.Contains(r.retiring, s.UID) {
+				idx = append(idx, i)
+			}
+		}
+		r.decider = newDecider(r.view, idx, r.e.Prune)
+	}
+	return r.decider
+}
+
 // owners returns the ownerReferences a kept resource gets: its successor
 // first, then every other set of the view that lists it and is not being
 // deleted.
 func (r *run) owners(it Item, retiring types.UID) []metav1.OwnerReference {
-	if r.index == nil {
-		r.index = make(map[Ref][]int)
-		for i, s := range r.view {
-			for _, ref := range s.Resources {
-				if l := r.index[ref]; len(l) == 0 || l[len(l)-1] != i {
-					r.index[ref] = append(l, i)
-				}
-			}
-		}
-	}
+	d := r.deciderFor()
+	i := slices.IndexFunc(r.view, func(s Set) bool { return s.UID == retiring })
 	out := []metav1.OwnerReference{r.family.OwnerReference(Set{Name: it.Successor, UID: it.SuccessorUID})}
-	for _, i := range r.index[it.Ref] {
-		if s := r.view[i]; !s.Deleting && s.UID != retiring && s.UID != it.SuccessorUID {
-			out = append(out, r.family.OwnerReference(s))
-		}
+	if k, ok := d.slotOf(i, it.Ref); ok {
+		d.listers(k, d.excluded(i), func(j int) bool {
+			if s := r.view[j]; s.UID != it.SuccessorUID {
+				out = append(out, r.family.OwnerReference(s))
+			}
+			return true
+		})
 	}
 	return out
 }
@@ -272,6 +292,9 @@ func (e *Executor) Step(ctx context.Context, desired *Desired) (Result, error) {
 }
 
 func (r *run) carryOut(ctx context.Context, plan Plan, desired *Desired) error {
+	for _, a := range plan.Of(ActionRetire) {
+		r.retiring = append(r.retiring, a.UID)
+	}
 	for _, a := range plan.Actions {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -475,8 +498,8 @@ func (r *run) retire(ctx context.Context, uid types.UID) error {
 		return nil
 	}
 	s := *sp
+	d := r.decide(uid)
 	others := r.others(uid)
-	d := Finalization(s, others, r.e.Prune)
 	var errs []error
 	for _, it := range d.Items {
 		if _, err := r.settle(ctx, s, others, it, false); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // FinalizeResult is what [Executor.Finalize] did, resource by resource.
@@ -55,8 +56,16 @@ func (e *Executor) Finalize(ctx context.Context, set *unstructured.Unstructured)
 	if err := r.observe(ctx); err != nil {
 		return FinalizeResult{}, err
 	}
+	// Decide from the set as given (its manifests as the caller read it),
+	// against the family as listed.
+	if cur, ok := r.set(retiring.UID); ok {
+		*cur = retiring
+	} else {
+		r.view = append(r.view, retiring)
+	}
+	r.retiring = []types.UID{retiring.UID}
 	others := r.others(retiring.UID)
-	res := FinalizeResult{Decision: Finalization(retiring, others, e.Prune)}
+	res := FinalizeResult{Decision: r.decide(retiring.UID)}
 	var errs []error
 	for _, it := range res.Decision.Items {
 		if err := ctx.Err(); err != nil {

@@ -3,6 +3,7 @@ package handoff
 import (
 	"cmp"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -134,58 +135,189 @@ func (d Decision) String() string {
 // with no other set left (the component is removed) that is everything.
 // Protected kinds are skipped. Repeated entries are decided once.
 func Finalization(retiring Set, others []Set, opts PruneOptions) Decision {
-	cands := make([]Set, 0, len(others))
+	sets := make([]Set, 0, len(others)+1)
+	sets = append(sets, retiring)
 	for _, s := range others {
-		if s.UID != retiring.UID && !s.Deleting {
-			cands = append(cands, s)
+		if s.UID != retiring.UID {
+			sets = append(sets, s)
 		}
 	}
-	slices.SortFunc(cands, func(a, b Set) int {
+	return newDecider(sets, []int{0}, opts).decide(0)
+}
+
+// Finalizations decides the finalization of each retiring set in turn, as
+// one Step retires them: a set decided earlier counts as being deleted for
+// the later ones, so nothing is kept for a set that is already going.
+// family holds every set of the family, the retiring ones included. One
+// index over the family serves every decision, so the cost is linear in the
+// resources listed, not in their product with the number of sets.
+func Finalizations(retiring []Set, family []Set, opts PruneOptions) []Decision {
+	sets := slices.Clone(family)
+	idx := make([]int, 0, len(retiring))
+	for _, r := range retiring {
+		i := slices.IndexFunc(sets, func(s Set) bool { return s.UID == r.UID })
+		if i < 0 {
+			sets = append(sets, r)
+			i = len(sets) - 1
+		}
+		idx = append(idx, i)
+	}
+	d := newDecider(sets, idx, opts)
+	out := make([]Decision, 0, len(idx))
+	for _, i := range idx {
+		out = append(out, d.decide(i))
+		sets[i].Deleting = true
+	}
+	return out
+}
+
+// decider indexes which sets of a family list each resource of the
+// retiring ones. Sets take bit positions in order of preference as a
+// successor, so the successor of a resource is the lowest bit set among
+// the sets not being deleted. It reads Set.Deleting when it decides, so a
+// caller marks a set it has retired in sets and decides the next one.
+type decider struct {
+	sets      []Set
+	pos       []int // pos[i]: bit position of sets[i]
+	byPos     []int // byPos[p]: index in sets of bit position p
+	words     int   // uint64 words per resource
+	slots     [][]int32
+	bits      []uint64 // words per slot: which sets list its resource
+	reasons   []string // per bit position, made on first use
+	protected map[schema.GroupKind]bool
+}
+
+// newDecider indexes sets for the decisions of sets[retiring[k]]. It makes
+// one slot per distinct resource of the retiring sets, then one lookup per
+// resource the other sets list.
+func newDecider(sets []Set, retiring []int, opts PruneOptions) *decider {
+	d := &decider{sets: sets, words: (len(sets) + 63) / 64, slots: make([][]int32, len(sets))}
+	d.byPos = make([]int, len(sets))
+	for i := range d.byPos {
+		d.byPos[i] = i
+	}
+	slices.SortFunc(d.byPos, func(i, j int) int {
+		a, b := &sets[i], &sets[j]
 		return cmp.Or(cmpBool(a.Invalid != nil, b.Invalid != nil), cmpBool(a.SupersededBy != "", b.SupersededBy != ""),
 			b.Created.Compare(a.Created), cmp.Compare(a.Name, b.Name), cmp.Compare(a.UID, b.UID))
 	})
-	need := make(map[Ref]int, len(retiring.Resources))
-	for _, r := range retiring.Resources {
-		need[r] = -1
+	d.pos = make([]int, len(sets))
+	for p, i := range d.byPos {
+		d.pos[i] = p
 	}
-	for i, s := range cands {
-		for _, r := range s.Resources {
-			if j, ok := need[r]; ok && j < 0 {
-				need[r] = i
-			}
-		}
-	}
-	protected := make(map[schema.GroupKind]bool, len(opts.Protected))
+	d.reasons = make([]string, len(sets))
+	d.protected = make(map[schema.GroupKind]bool, len(opts.Protected))
 	for _, gk := range opts.Protected {
-		protected[gk] = true
+		d.protected[gk] = true
 	}
-	d := Decision{Set: retiring.Name, UID: retiring.UID, Items: make([]Item, 0, len(need))}
-	// One reason string per successor, not per kept resource: formatting
-	// dominated the decision's cost.
-	reasons := make([]string, len(cands))
-	for _, r := range retiring.Resources {
-		i, pending := need[r]
-		if !pending {
+	n := 0
+	for _, i := range retiring {
+		n += len(sets[i].Resources)
+	}
+	slot := make(map[Ref]int32, n)
+	d.bits = make([]uint64, 0, n*d.words)
+	isRetiring := make([]bool, len(sets))
+	for _, i := range retiring {
+		isRetiring[i] = true
+		w, b := d.pos[i]/64, uint64(1)<<(d.pos[i]%64)
+		own := make([]int32, 0, len(sets[i].Resources))
+		for _, r := range sets[i].Resources {
+			k, ok := slot[r]
+			if !ok {
+				k = int32(len(d.bits) / d.words)
+				slot[r] = k
+				d.bits = append(d.bits, make([]uint64, d.words)...)
+			}
+			if d.bits[int(k)*d.words+w]&b != 0 {
+				own = append(own, -1) // listed twice by this set: decided once
+				continue
+			}
+			d.bits[int(k)*d.words+w] |= b
+			own = append(own, k)
+		}
+		d.slots[i] = own
+	}
+	for i, s := range sets {
+		if isRetiring[i] {
 			continue
 		}
-		delete(need, r)
-		it := Item{Ref: r}
-		switch {
-		case i >= 0:
-			s := cands[i]
-			it.Verdict, it.Successor, it.SuccessorUID = Keep, s.Name, s.UID
-			if reasons[i] == "" {
-				reasons[i] = fmt.Sprintf("listed by %s", s)
+		w, b := d.pos[i]/64, uint64(1)<<(d.pos[i]%64)
+		for _, r := range s.Resources {
+			if k, ok := slot[r]; ok {
+				d.bits[int(k)*d.words+w] |= b
 			}
-			it.Reason = reasons[i]
-		case protected[r.GroupKind()]:
+		}
+	}
+	return d
+}
+
+// slotOf returns the slot of a resource sets[i] lists.
+func (d *decider) slotOf(i int, r Ref) (int32, bool) {
+	for n, k := range d.slots[i] {
+		if k >= 0 && d.sets[i].Resources[n] == r {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+// excluded returns the bit mask of the sets that cannot be successors of
+// sets[i]: itself and those being deleted.
+func (d *decider) excluded(i int) []uint64 {
+	ex := make([]uint64, d.words)
+	for j, s := range d.sets {
+		if j == i || s.Deleting {
+			ex[d.pos[j]/64] |= 1 << (d.pos[j] % 64)
+		}
+	}
+	return ex
+}
+
+// listers calls fn with the index in sets of every set that lists the
+// resource in slot k and is not excluded, most preferred first, until fn
+// returns false.
+func (d *decider) listers(k int32, ex []uint64, fn func(i int) bool) {
+	row := d.bits[int(k)*d.words : int(k+1)*d.words]
+	for w, word := range row {
+		for word &^= ex[w]; word != 0; word &= word - 1 {
+			if !fn(d.byPos[w*64+bits.TrailingZeros64(word)]) {
+				return
+			}
+		}
+	}
+}
+
+// decide makes the decision of sets[i], one of the retiring sets.
+func (d *decider) decide(i int) Decision {
+	s := d.sets[i]
+	ex := d.excluded(i)
+	out := Decision{Set: s.Name, UID: s.UID, Items: make([]Item, 0, len(s.Resources))}
+	for n, k := range d.slots[i] {
+		if k < 0 {
+			continue
+		}
+		it := Item{Ref: s.Resources[n]}
+		succ := -1
+		d.listers(k, ex, func(j int) bool { succ = j; return false })
+		switch {
+		case succ >= 0:
+			t := &d.sets[succ]
+			it.Verdict, it.Successor, it.SuccessorUID = Keep, t.Name, t.UID
+			p := d.pos[succ]
+			if d.reasons[p] == "" {
+				// One reason string per successor, not per kept resource:
+				// formatting dominated the decision's cost.
+				d.reasons[p] = fmt.Sprintf("listed by %s", t)
+			}
+			it.Reason = d.reasons[p]
+		case d.protected[it.Ref.GroupKind()]:
 			it.Verdict, it.Reason = Skip, "protected kind"
 		default:
 			it.Verdict, it.Reason = Delete, "listed by no other set"
 		}
-		d.Items = append(d.Items, it)
+		out.Items = append(out.Items, it)
 	}
-	return d
+	return out
 }
 
 // LiveVerdict checks a Delete item against the live object before anything
