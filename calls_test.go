@@ -157,6 +157,11 @@ func callsUpgrade(t *testing.T, roles []string, component func(string) map[strin
 	return w, rounds
 }
 
+// withCache gives w's executor a cache that is always current.
+func withCache(w *handofftest.World) {
+	w.Executor.Cache = &laggingCache{c: w.Cluster, fam: w.Family}
+}
+
 func TestCallsPerScenario(t *testing.T) {
 	ctx := context.Background()
 	var rows []callRow
@@ -176,6 +181,14 @@ func TestCallsPerScenario(t *testing.T) {
 		}
 		rows = append(rows, callRow{scenario: "steady state, one reconcile", got: callsOf(w.Cluster, "executor"),
 			bound: callCount{"list": 1}})
+		// With a cache (Executor.Cache): nothing to read from the API
+		// server, nothing to write. Bound 0.
+		withCache(w)
+		w.Cluster.ClearActions()
+		if _, err := w.Executor.Step(ctx, v1); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, callRow{scenario: "steady state, one reconcile, with a cache", got: callsOf(w.Cluster, "executor")})
 	}
 
 	// Upgrade of R roles, executor only, from the first reconcile that sees
@@ -225,6 +238,34 @@ func TestCallsPerScenario(t *testing.T) {
 		}
 		rows = append(rows, callRow{scenario: "upgrade, 3 roles (S=4)", got: callsOf(w.Cluster, "executor"),
 			bound: callCount{"list": 6, "create": 3, "patch": 3, "get": 4 + 1, "delete": 3}})
+	}
+
+	{
+		// The two-role upgrade with a cache: the reconciles read the
+		// family from the cache, so the 6 lists become 1, the confirming
+		// List of the one Step that retires (a plan that retires is never
+		// carried out on what a cache says). Everything else as above.
+		ctx := context.Background()
+		w := handofftest.NewWorld("TektonPipeline")
+		v1 := w.Desire("v1", twoRoles, smallComponent("v1"))
+		v2 := w.Desire("v2", twoRoles, smallComponent("v2"))
+		if _, err := w.Converge(ctx, v1, 30); err != nil {
+			t.Fatal(err)
+		}
+		withCache(w)
+		w.Cluster.ClearActions()
+		rounds, err := w.Converge(ctx, v2, 30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := handofftest.CheckConverged(w.Cluster, w.Family, v2); err != nil {
+			t.Fatal(err)
+		}
+		if rounds != 6 {
+			t.Errorf("two-role upgrade with a cache took %d reconciles, want 6", rounds)
+		}
+		rows = append(rows, callRow{scenario: "upgrade, 2 roles (S=3), with a cache", got: callsOf(w.Cluster, "executor"),
+			bound: callCount{"list": 1, "create": 2, "patch": 2, "get": 3 + 1, "delete": 2}})
 	}
 
 	// Finalization of a set listing S shared and O obsolete resources, while

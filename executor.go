@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
@@ -33,6 +34,14 @@ type SetClient interface {
 
 var _ SetClient = dynamic.ResourceInterface(nil)
 
+// SetLister lists sets from a cache. client-go's dynamiclister.Lister, over
+// a dynamic informer of the set resource, implements it; an operator's
+// typed lister is adapted in a few lines. The objects it returns are never
+// modified.
+type SetLister interface {
+	List(selector labels.Selector) ([]*unstructured.Unstructured, error)
+}
+
 // BuildFunc builds the set of one role of the desired generation, as the
 // operator builds its sets today (tektoncd/operator: makeInstallerSet). The
 // executor then sets the name and adds only the family's labels, the role
@@ -47,6 +56,14 @@ type Executor struct {
 	Family Family
 	// Sets reads and writes sets; nil means Dynamic.Resource(Family.Resource).
 	Sets SetClient
+	// Cache, if set, is where Step reads the family from (an informer's
+	// lister), so a steady-state reconcile makes no API call. A cache can
+	// lag, so a Step whose plan retires a set confirms it first: it lists
+	// the family from the API server and plans again from that, and only
+	// that plan is carried out. Creates, updates and marks need no
+	// confirmation: names, UIDs and resourceVersions keep them safe.
+	// Finalize always reads from the API server.
+	Cache SetLister
 	// Objects reaches the resources sets list, for the ownership handover
 	// before a retirement and for [Executor.Finalize]; nil means
 	// [NewDynamicObjects] over Dynamic and Mapper, made anew for each call.
@@ -121,6 +138,10 @@ type Result struct {
 	// and count as listers of what they could be read to list; Step
 	// carries out the plan for the rest and returns their errors.
 	Invalid []Set
+	// Confirmed is true when the plan made from [Executor.Cache] retired a
+	// set, so the Step listed the family from the API server and planned
+	// again; Plan is then the confirmed plan.
+	Confirmed bool
 }
 
 func (e *Executor) sets() SetClient {
@@ -163,6 +184,22 @@ func (e *Executor) start() (*run, error) {
 	return r, nil
 }
 
+// observeCache reads the family from the executor's cache.
+func (r *run) observeCache() error {
+	fam := r.family
+	objs, err := r.e.Cache.List(fam.LabelSelector())
+	if err != nil {
+		return fmt.Errorf("list %s with %s from the cache: %w", fam.Resource.Resource, fam.LabelSelector(), err)
+	}
+	items := make([]unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		items[i] = *o
+	}
+	r.view, _ = fam.ObserveAll(items)
+	r.decider = nil
+	return nil
+}
+
 // observe lists the family with one List call. Sets that cannot be read
 // whole are in the view, with Set.Invalid.
 func (r *run) observe(ctx context.Context) error {
@@ -172,6 +209,7 @@ func (r *run) observe(ctx context.Context) error {
 		return fmt.Errorf("list %s with %s: %w", fam.Resource.Resource, fam.LabelSelector(), err)
 	}
 	r.view, _ = fam.ObserveAll(list.Items)
+	r.decider = nil
 	return nil
 }
 
@@ -259,36 +297,67 @@ func (r *run) record(c Call) {
 // Sets of the family that cannot be read whole are reported in
 // [Result.Invalid] and their errors returned, after the plan for the other
 // sets has been carried out.
+//
+// With [Executor.Cache] the family is read from the cache, and a plan that
+// retires anything is made again from a List on the API server before any
+// of it is carried out.
 func (e *Executor) Step(ctx context.Context, desired *Desired) (Result, error) {
 	r, err := e.start()
 	if err != nil {
 		return Result{}, err
 	}
-	if err := r.observe(ctx); err != nil {
+	fromCache := e.Cache != nil
+	if fromCache {
+		err = r.observeCache()
+	} else {
+		err = r.observe(ctx)
+	}
+	if err != nil {
 		return Result{}, err
 	}
+	res, plan, err := r.plan(desired)
+	if err == nil && fromCache && len(plan.Of(ActionRetire)) > 0 {
+		// Never retire from a cache: confirm on the API server.
+		if err := r.observe(ctx); err != nil {
+			return Result{}, err
+		}
+		res, plan, err = r.plan(desired)
+		res.Confirmed = true
+	}
+	if err != nil {
+		return res, err
+	}
+	invalid := res.invalid()
+	err = r.carryOut(ctx, plan, desired)
+	res.Writes = r.writes
+	return res, errors.Join(err, invalid)
+}
+
+// plan plans from the view, leaving out (and reporting) invalid sets.
+func (r *run) plan(desired *Desired) (Result, Plan, error) {
 	valid := make([]Set, 0, len(r.view))
-	var (
-		res  Result
-		errs []error
-	)
+	var res Result
 	for _, s := range r.view {
 		if s.Invalid != nil {
 			res.Invalid = append(res.Invalid, s)
-			errs = append(errs, s.Invalid)
 			continue
 		}
 		valid = append(valid, s)
 	}
-	invalid := errors.Join(errs...)
-	plan, err := Planner{Family: r.family, RoleOrder: e.RoleOrder}.Plan(valid, desired)
+	plan, err := Planner{Family: r.family, RoleOrder: r.e.RoleOrder}.Plan(valid, desired)
 	if err != nil {
-		return res, errors.Join(err, invalid)
+		return res, plan, errors.Join(err, res.invalid())
 	}
 	res.Plan, res.Requeue, res.Waiting = plan, !plan.Settled(), plan.Of(ActionWait)
-	err = r.carryOut(ctx, plan, desired)
-	res.Writes = r.writes
-	return res, errors.Join(err, invalid)
+	return res, plan, nil
+}
+
+func (res Result) invalid() error {
+	errs := make([]error, 0, len(res.Invalid))
+	for _, s := range res.Invalid {
+		errs = append(errs, s.Invalid)
+	}
+	return errors.Join(errs...)
 }
 
 func (r *run) carryOut(ctx context.Context, plan Plan, desired *Desired) error {
