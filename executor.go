@@ -645,8 +645,13 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 			if !ownedBy(refs, retiring.UID) {
 				return it, nil
 			}
+			// Release it from every set of the family that is going, not
+			// only this one: another deleting owner would take it later.
 			it.Detached = true
-			next, _ = Handover(refs, retiring.UID)
+			next = slices.DeleteFunc(slices.Clone(refs), func(o metav1.OwnerReference) bool {
+				s, ok := r.set(o.UID)
+				return o.UID == retiring.UID || (ok && s.Deleting)
+			})
 		case verdict == Delete && del:
 			it.Verdict, it.Reason = verdict, reason
 			return it, r.delete(ctx, live, &it)

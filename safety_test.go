@@ -590,3 +590,53 @@ func TestHandoverToEveryLister(t *testing.T) {
 		t.Errorf("owners after the garbage collector ran (-want +got):\n%s", diff)
 	}
 }
+
+// A keep-annotated object that also names a set already being deleted is
+// released from that set too: the garbage collector would take it once that
+// set is gone.
+func TestKeptObjectReleasedFromEveryGoingSet(t *testing.T) {
+	f := newFixture(t, handofftest.WithoutAutoGC())
+	kept := cm("kept")
+	kept.SetAnnotations(map[string]string{handoff.DefaultKeepAnnotation: handoff.KeepValue})
+	f.seed(t, []setSpec{
+		{name: "static-v1", gen: "v1", role: "static", age: 20, ready: true, lists: []*unstructured.Unstructured{kept}},
+		{name: "static-v0", gen: "v0", role: "static", age: 30, ready: true},
+	}, nil, nil)
+	// static-v0 is being deleted (its finalizer holds it) and still owns
+	// the object, beside static-v1.
+	sets := f.c.ClientFor("seed").Resource(handofftest.SetResource)
+	v0, _ := f.c.Get(handofftest.Key{Group: "operator.tekton.dev", Kind: setKind, Name: "static-v0"})
+	v0.SetFinalizers([]string{"example.dev/hold"})
+	if _, err := sets.Update(context.Background(), v0, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sets.Delete(context.Background(), "static-v0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	o := kept.DeepCopy()
+	o.SetOwnerReferences([]metav1.OwnerReference{
+		f.fam.OwnerReference(handoff.Set{Name: "static-v1", UID: "uid-static-v1"}),
+		{APIVersion: "operator.tekton.dev/v1alpha1", Kind: setKind, Name: "static-v0", UID: "uid-static-v0"},
+	})
+	if err := f.c.Add(o); err != nil {
+		t.Fatal(err)
+	}
+	// Removal: the executor retires static-v1 (static-v0 stays, held).
+	if _, err := f.exec.Step(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	// Both sets go: the hold is lifted, the garbage collector runs.
+	v0, _ = f.c.Get(handofftest.Key{Group: "operator.tekton.dev", Kind: setKind, Name: "static-v0"})
+	v0.SetFinalizers(nil)
+	if _, err := sets.Update(context.Background(), v0, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.c.CollectGarbage()
+	got, ok := f.owners(cmKey("kept"))
+	if !ok {
+		t.Fatal("the keep-annotated ConfigMap was deleted")
+	}
+	if len(got) != 0 {
+		t.Errorf("the kept ConfigMap still names %v", got)
+	}
+}
