@@ -133,6 +133,9 @@ func TestUpgradeHappyAndRoleSwitch(t *testing.T) {
 	start = w.Cluster.Now()
 	v2dep := w.Family.SetName("v2", "deployment")
 	var gate handofftest.Gate
+	if err := gate.Observe(w.Cluster, w.Family, *v3); err != nil {
+		t.Fatal(err)
+	}
 	settled := false
 	for i := 0; i < 50 && !settled; i++ {
 		// Before the round: is every v3 set Ready? The v2 deployment set may
@@ -173,6 +176,9 @@ func executorCalls(c *handofftest.Cluster, actor string) int {
 // executor is replaced by a copy (a restart).
 func convergeRestart(t testing.TB, w *handofftest.World, d *handoff.Desired, max int) error {
 	var gate handofftest.Gate
+	if err := gate.Observe(w.Cluster, w.Family, *d); err != nil {
+		return err
+	}
 	restarted := false
 	for i := 0; i < max; i++ {
 		res, err := w.Round(context.Background(), d)
@@ -267,6 +273,9 @@ func TestUpgradeConcurrentExecutors(t *testing.T) {
 		}
 		start := w.Cluster.Now()
 		var gate handofftest.Gate
+		if err := gate.Observe(w.Cluster, w.Family, *v2); err != nil {
+			t.Fatal(err)
+		}
 		settled := false
 		for round := 0; round < 60 && !settled; round++ {
 			var wg sync.WaitGroup

@@ -136,7 +136,14 @@ func TestNeverReady(t *testing.T) {
 		}
 		state[s.Generation+"/"+s.Role] = s.Readiness.State
 	}
-	want := map[string]handoff.State{"v1/static": handoff.Ready, "v1/deployment": handoff.Ready, "v2/static": handoff.Ready, "v2/deployment": handoff.Unknown}
+	// v1's sets serve on, but carry the superseded mark: their controller
+	// reports them not Ready (Superseded) until a rollback releases them.
+	want := map[string]handoff.State{"v1/static": handoff.NotReady, "v1/deployment": handoff.NotReady, "v2/static": handoff.Ready, "v2/deployment": handoff.Unknown}
+	for _, s := range sets {
+		if s.Generation == "v1" && s.Readiness.Reason != handoff.ReasonSuperseded {
+			t.Errorf("set %s is %s, want not Ready with reason %s", s.Name, s.Readiness, handoff.ReasonSuperseded)
+		}
+	}
 	if fmt.Sprint(state) != fmt.Sprint(want) {
 		t.Errorf("set readiness %v, want %v", state, want)
 	}

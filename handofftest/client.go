@@ -64,13 +64,17 @@ func serve[T any](ctx context.Context, c *Cluster, call Call, action k8stesting.
 	now := c.tick()
 	c.calls[CallKey{Actor: call.Actor, Verb: call.Verb}]++
 	res, err := zero, fault.Err
+	name := call.Name
 	if fault.Err == nil || fault.Mode == AfterCommit {
 		res, err = fn(event{now: now, actor: call.Actor, verb: call.Verb, subresource: call.Subresource})
+		if made, ok := any(res).(*unstructured.Unstructured); ok && made != nil && call.Verb == "create" {
+			name = made.GetName() // generated from metadata.generateName
+		}
 		if fault.Err != nil {
 			res, err = zero, fault.Err
 		}
 	}
-	c.actions = append(c.actions, Action{Action: action, Actor: call.Actor, Time: now, Err: err, Injected: fault.Err != nil})
+	c.actions = append(c.actions, Action{Action: action, Actor: call.Actor, Name: name, Time: now, Err: err, Injected: fault.Err != nil})
 	return res, err
 }
 

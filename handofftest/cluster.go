@@ -118,6 +118,7 @@ type Cluster struct {
 	kinds map[schema.GroupVersionResource]kindInfo
 	byGK  map[schema.GroupKind]kindInfo
 	order []schema.GroupVersionResource // registration order, for Mapper
+	known meta.RESTMapper               // the kinds registered now; nil after a Register
 
 	objects map[Key]*unstructured.Unstructured
 	rv      int64
@@ -197,36 +198,7 @@ func (c *Cluster) Register(gvr schema.GroupVersionResource, kind string, namespa
 	}
 	c.kinds[gvr] = k
 	c.byGK[k.groupKind()] = k
-}
-
-// Mapper returns a REST mapper that knows every kind registered so far,
-// with its scope; a mapping asked for without a version gets the
-// registered one. It is a snapshot: kinds registered later are not in it.
-func (c *Cluster) Mapper() meta.RESTMapper {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var gvs []schema.GroupVersion
-	seen := map[schema.GroupVersion]bool{}
-	for _, gvr := range c.order {
-		if gv := gvr.GroupVersion(); !seen[gv] {
-			seen[gv] = true
-			gvs = append(gvs, gv)
-		}
-	}
-	m := meta.NewDefaultRESTMapper(gvs)
-	for _, gvr := range c.order {
-		k, ok := c.kinds[gvr]
-		if !ok {
-			continue
-		}
-		scope := meta.RESTScopeRoot
-		if k.namespaced {
-			scope = meta.RESTScopeNamespace
-		}
-		singular := gvr.GroupVersion().WithResource(strings.ToLower(k.kind))
-		m.AddSpecific(k.gvk(), gvr, singular, scope)
-	}
-	return m
+	c.known = nil
 }
 
 // Dynamic returns a client whose calls are attributed to the empty actor.

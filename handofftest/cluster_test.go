@@ -4,9 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -77,55 +75,6 @@ func create(t *testing.T, ri dynamic.ResourceInterface, u *unstructured.Unstruct
 
 func keyOf(gvr schema.GroupVersionResource, kind, ns, name string) Key {
 	return Key{Group: gvr.Group, Kind: kind, Namespace: ns, Name: name}
-}
-
-func TestMapper(t *testing.T) {
-	c := newCluster(t)
-	m := c.Mapper()
-	tests := map[string]struct {
-		gvk   schema.GroupVersionKind
-		want  schema.GroupVersionResource
-		scope meta.RESTScopeName
-	}{
-		"a core namespaced kind": {
-			gvk:   schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
-			want:  cmGVR,
-			scope: meta.RESTScopeNameNamespace,
-		},
-		"a cluster-scoped built-in kind": {
-			gvk:   schema.GroupVersionKind{Group: "admissionregistration.k8s.io", Version: "v1", Kind: "ValidatingWebhookConfiguration"},
-			want:  schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"},
-			scope: meta.RESTScopeNameRoot,
-		},
-		"autoscaling v2": {
-			gvk:   schema.GroupVersionKind{Group: "autoscaling", Version: "v2", Kind: "HorizontalPodAutoscaler"},
-			want:  schema.GroupVersionResource{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"},
-			scope: meta.RESTScopeNameNamespace,
-		},
-		"a registered custom kind": {
-			gvk:   setGVR.GroupVersion().WithKind("TektonInstallerSet"),
-			want:  setGVR,
-			scope: meta.RESTScopeNameRoot,
-		},
-	}
-	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			mapping, err := m.RESTMapping(tt.gvk.GroupKind(), tt.gvk.Version)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tt.want, mapping.Resource); diff != "" {
-				t.Errorf("resource (-want +got):\n%s", diff)
-			}
-			if got := mapping.Scope.Name(); got != tt.scope {
-				t.Errorf("scope = %s, want %s", got, tt.scope)
-			}
-			kind, err := m.KindFor(tt.want)
-			if err != nil || kind != tt.gvk {
-				t.Errorf("KindFor(%s) = %s, %v; want %s", tt.want, kind, err, tt.gvk)
-			}
-		})
-	}
 }
 
 func TestUnregisteredResource(t *testing.T) {

@@ -20,21 +20,44 @@ import (
 )
 
 // SetController simulates a set controller such as tektoncd/operator's
-// TektonInstallerSet reconciler: it applies each set's spec.manifests with
-// a controller ownerReference to the set (except for the kinds in
-// Unowned), honours the coexistence guard (MayApply, and MayWrite on the
-// live object), marks the set Ready for its current generation ReadyAfter
-// reconciles after it first saw that generation (and once ReadyWhen
-// agrees), and runs the library's Finalize from a real finalizer.
+// TektonInstallerSet reconciler, keeping the library's set-controller
+// contract:
+//
+//   - it applies each set's spec.manifests, namespaced resources listed
+//     without a namespace into the set's [handoff.Family.TargetNamespace]
+//     (the scope of a kind from [handoff.Family.ClusterScoped], else from
+//     its Mapper), with a controller ownerReference to the set except for
+//     the kinds in Unowned (the object's other owners, such as those a
+//     handover added, are kept);
+//   - it honours the coexistence guard: MayApply for every resource,
+//     MayWrite of the live object before an update, which goes with the
+//     resourceVersion read; and it stamps everything it writes with the
+//     writing set ([handoff.Guard.Stamp]), so MayWrite can tell who wrote
+//     the kinds installed without an owner;
+//   - it reports Ready=False with reason [handoff.ReasonSuperseded] while a
+//     set carries the superseded mark, and otherwise marks a set Ready for
+//     its current generation ReadyAfter passes after it first saw that
+//     generation or the set's release, whichever is later (and once
+//     ReadyWhen agrees), always with status.observedGeneration;
+//   - it runs the library's Finalize from a real finalizer.
+//
+// A pass over a set whose state is already what it would write writes
+// nothing. Sets that cannot be read whole ([handoff.Set.Invalid]) are not
+// applied, their errors are returned, and the other sets are reconciled;
+// one that is being deleted has Finalize called for it, which fails, so it
+// keeps its finalizer.
 type SetController struct {
 	// Executor supplies the family, the prune options and Finalize.
 	Executor *handoff.Executor
-	// Client and Mapper are the controller's own view of the cluster.
+	// Client and Mapper are the controller's own view of the cluster. A
+	// [meta.ResettableRESTMapper] that does not know a listed kind is reset
+	// and asked again, as a controller that discovers on a miss does.
 	Client dynamic.Interface
 	Mapper meta.RESTMapper
 	// Finalizer is the finalizer the controller puts on sets.
 	Finalizer string
-	// ReadyAfter is how many reconciles a set's generation takes to get Ready.
+	// ReadyAfter is how many passes a set's generation takes to get Ready,
+	// counted again from a release.
 	ReadyAfter int
 	// ReadyWhen, if set, must also report true before a set is marked
 	// Ready: a test keeps a generation NotReady with it, and on a real
@@ -42,7 +65,11 @@ type SetController struct {
 	// for their current generation). An error is returned from Reconcile
 	// and the set stays NotReady.
 	ReadyWhen func(ctx context.Context, set *unstructured.Unstructured) (bool, error)
-	// Unowned kinds are installed without an ownerReference.
+	// Unowned kinds are installed without an ownerReference; every other
+	// kind gets a controller ownerReference to its set. [TektonUnowned]
+	// lists tektoncd/operator's: CRDs, Namespaces and admission webhook
+	// configurations, so that APIServices and PVCs do get an owner.
+	// [NewWorld] also leaves APIServices without one.
 	Unowned []schema.GroupKind
 	// List, if set, replaces the controller's List of the family's sets at
 	// the start of each pass: a test hands it an old list, as a lagging
@@ -50,38 +77,66 @@ type SetController struct {
 	List func(ctx context.Context) (*unstructured.UnstructuredList, error)
 	// Legacy, when true, finalizes the way tektoncd/operator does today:
 	// it deletes every listed resource by name, whoever owns it, and
-	// ignores the coexistence guard.
+	// ignores the coexistence guard (it neither asks nor stamps).
 	Legacy bool
 
 	seen map[types.UID]seen
 }
 
-type seen struct {
-	generation int64
-	count      int
+// TektonUnowned returns the kinds tektoncd/operator's TektonInstallerSet
+// reconciler installs without an ownerReference (its injectOwner
+// transformer): CustomResourceDefinitions, Namespaces and admission webhook
+// configurations. Set it as [SetController.Unowned] to own resources the
+// way it does.
+func TektonUnowned() []schema.GroupKind {
+	return []schema.GroupKind{
+		{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"},
+		{Kind: "Namespace"},
+		{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"},
+		{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"},
+	}
 }
 
-// Reconcile runs one pass over every set of the family.
+// seen is what the controller counts of one set.
+type seen struct {
+	generation int64
+	count      int // passes over generation since it was first seen or released
+}
+
+// Reconcile runs one pass over every set of the family. It returns the
+// errors of the sets it could not reconcile, joined; one set's error does
+// not stop the others.
 func (c *SetController) Reconcile(ctx context.Context) error {
-	fam := c.Executor.Family
+	fam := c.family()
 	list, err := c.list(ctx)
 	if err != nil {
 		return err
 	}
-	sets, err := fam.ObserveAll(list.Items)
-	if err != nil {
-		return err
-	}
+	sets, _ := fam.ObserveAll(list.Items) // each invalid set is reported below
 	if c.seen == nil {
 		c.seen = map[types.UID]seen{}
 	}
 	var errs []error
 	for _, s := range sets {
-		if err := c.reconcileSet(ctx, s, sets); err != nil {
-			errs = append(errs, fmt.Errorf("set %s: %w", s.Name, err))
+		if err := c.reconcileSet(ctx, fam, s, sets); err != nil {
+			if s.Invalid == nil || !errors.Is(err, handoff.ErrInvalidSet) {
+				err = fmt.Errorf("set %s: %w", s.Name, err)
+			}
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// family is the executor's family, with the scope of listed kinds from the
+// controller's mapper where the family does not say it, so that what the
+// controller applies is what the executor sees the set list.
+func (c *SetController) family() handoff.Family {
+	fam := c.Executor.Family
+	if fam.ClusterScoped == nil && c.Mapper != nil {
+		fam.ClusterScoped = handoff.ScopeFrom(c.Mapper)
+	}
+	return fam
 }
 
 func (c *SetController) list(ctx context.Context) (*unstructured.UnstructuredList, error) {
@@ -92,8 +147,8 @@ func (c *SetController) list(ctx context.Context) (*unstructured.UnstructuredLis
 	return c.Client.Resource(fam.Resource).List(ctx, metav1.ListOptions{LabelSelector: fam.LabelSelector().String()})
 }
 
-func (c *SetController) reconcileSet(ctx context.Context, s handoff.Set, family []handoff.Set) error {
-	sets := c.Client.Resource(c.Executor.Family.Resource)
+func (c *SetController) reconcileSet(ctx context.Context, fam handoff.Family, s handoff.Set, family []handoff.Set) error {
+	sets := c.Client.Resource(fam.Resource)
 	obj := s.Object
 	has := slices.Contains(obj.GetFinalizers(), c.Finalizer)
 	if s.Deleting {
@@ -111,6 +166,9 @@ func (c *SetController) reconcileSet(ctx context.Context, s handoff.Set, family 
 		_, err := patchMeta(ctx, sets, obj, map[string]any{"finalizers": rest})
 		return err
 	}
+	if s.Invalid != nil {
+		return s.Invalid
+	}
 	if !has {
 		var err error
 		if obj, err = patchMeta(ctx, sets, obj, map[string]any{"finalizers": append(slices.Clone(obj.GetFinalizers()), c.Finalizer)}); err != nil {
@@ -118,19 +176,34 @@ func (c *SetController) reconcileSet(ctx context.Context, s handoff.Set, family 
 		}
 	}
 	guard := handoff.NewGuard(s, family)
+	ns := ""
+	if fam.TargetNamespace != nil {
+		ns = fam.TargetNamespace(obj)
+	}
 	manifests, _, _ := unstructured.NestedSlice(obj.Object, "spec", "manifests")
 	for _, m := range manifests {
 		want := &unstructured.Unstructured{Object: m.(map[string]any)}
+		if ns != "" && want.GetNamespace() == "" && !fam.ClusterScoped(want.GroupVersionKind().GroupKind()) {
+			want.SetNamespace(ns)
+		}
 		if ok, _ := guard.MayApply(handoff.RefOf(want)); !ok && !c.Legacy {
 			continue
 		}
-		if err := c.apply(ctx, want, s, guard); err != nil {
+		if err := c.apply(ctx, fam, want, s, guard); err != nil {
 			return fmt.Errorf("apply %s: %w", handoff.RefOf(want), err)
 		}
 	}
 	st := c.seen[s.UID]
 	if st.generation != obj.GetGeneration() {
 		st = seen{generation: obj.GetGeneration()}
+	}
+	if s.SupersededBy != "" {
+		// Not Ready while superseded; the count starts again at the
+		// release, so the set is Ready again only after passes that
+		// applied it as released.
+		st.count = 0
+		c.seen[s.UID] = st
+		return c.writeStatus(ctx, sets, obj, "False", handoff.ReasonSuperseded, "superseded by generation "+s.SupersededBy)
 	}
 	st.count++
 	c.seen[s.UID] = st
@@ -142,27 +215,45 @@ func (c *SetController) reconcileSet(ctx context.Context, s handoff.Set, family 
 			return err
 		}
 	}
-	next := obj.DeepCopy()
-	next.Object["status"] = map[string]any{
-		"observedGeneration": obj.GetGeneration(),
-		"conditions":         []any{map[string]any{"type": "Ready", "status": "True", "reason": "Installed"}},
+	return c.writeStatus(ctx, sets, obj, "True", "Installed", "")
+}
+
+// writeStatus writes the set's Ready condition with observedGeneration,
+// unless the status already says so.
+func (c *SetController) writeStatus(ctx context.Context, sets dynamic.ResourceInterface, obj *unstructured.Unstructured, status, reason, message string) error {
+	cond := map[string]any{"type": "Ready", "status": status, "reason": reason}
+	if message != "" {
+		cond["message"] = message
 	}
+	want := map[string]any{"observedGeneration": obj.GetGeneration(), "conditions": []any{cond}}
+	if equality.Semantic.DeepEqual(obj.Object["status"], want) {
+		return nil
+	}
+	next := obj.DeepCopy()
+	next.Object["status"] = want
 	_, err := sets.UpdateStatus(ctx, next, metav1.UpdateOptions{})
 	return err
 }
 
-// apply creates or updates one resource so that it matches want and is
-// owned by the set, as tektoncd/operator's transformers do. It leaves an
-// existing resource alone when guard.MayWrite refuses it, and writes with
-// the resourceVersion it read, so a concurrent write makes it fail.
-func (c *SetController) apply(ctx context.Context, want *unstructured.Unstructured, s handoff.Set, guard handoff.Guard) error {
+// apply creates or updates one resource so that it matches want, is
+// controlled by the set (but for the Unowned kinds; other owners it has are
+// kept) and carries the set's writer mark, as tektoncd/operator's
+// transformers do. It leaves an existing resource
+// alone when guard.MayWrite refuses it, and writes with the resourceVersion
+// it read, so a concurrent write makes it fail. A resource already as
+// wanted is not written.
+func (c *SetController) apply(ctx context.Context, fam handoff.Family, want *unstructured.Unstructured, s handoff.Set, guard handoff.Guard) error {
 	client, err := c.resource(handoff.RefOf(want))
 	if err != nil {
 		return err
 	}
 	desired := want.DeepCopy()
-	if !slices.Contains(c.Unowned, want.GroupVersionKind().GroupKind()) {
-		desired.SetOwnerReferences([]metav1.OwnerReference{c.Executor.Family.OwnerReference(s)})
+	owned := !slices.Contains(c.Unowned, want.GroupVersionKind().GroupKind())
+	if owned {
+		desired.SetOwnerReferences([]metav1.OwnerReference{fam.OwnerReference(s)})
+	}
+	if !c.Legacy {
+		guard.Stamp(desired)
 	}
 	live, err := client.Get(ctx, want.GetName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -186,14 +277,37 @@ func (c *SetController) apply(ctx context.Context, want *unstructured.Unstructur
 	// annotation), and removing those starts a write war.
 	next.SetLabels(merged(live.GetLabels(), desired.GetLabels()))
 	next.SetAnnotations(merged(live.GetAnnotations(), desired.GetAnnotations()))
-	if refs := desired.GetOwnerReferences(); refs != nil {
-		next.SetOwnerReferences(refs)
+	if owned {
+		next.SetOwnerReferences(withController(live.GetOwnerReferences(), fam.OwnerReference(s)))
 	}
 	if equality.Semantic.DeepEqual(live.Object, next.Object) {
 		return nil
 	}
 	_, err = client.Update(ctx, next, metav1.UpdateOptions{})
 	return err
+}
+
+// withController returns refs with own as the controller reference, in
+// place of the one there was; the other references are kept, in their
+// order, so that the owners a handover adds (every live set that lists a
+// kept object) stay, and an object already so owned is not written.
+func withController(refs []metav1.OwnerReference, own metav1.OwnerReference) []metav1.OwnerReference {
+	out := make([]metav1.OwnerReference, 0, len(refs)+1)
+	placed := false
+	for _, r := range refs {
+		if r.UID == own.UID || (r.Controller != nil && *r.Controller) {
+			if !placed {
+				out = append(out, own)
+				placed = true
+			}
+			continue
+		}
+		out = append(out, r)
+	}
+	if !placed {
+		out = append(out, own)
+	}
+	return out
 }
 
 // deleteAllByName is tektoncd/operator's finalizer today: every listed
@@ -219,6 +333,10 @@ func (c *SetController) deleteAllByName(ctx context.Context, set *unstructured.U
 
 func (c *SetController) resource(r handoff.Ref) (dynamic.ResourceInterface, error) {
 	m, err := c.Mapper.RESTMapping(r.GroupKind())
+	if rm, ok := c.Mapper.(meta.ResettableRESTMapper); ok && meta.IsNoMatchError(err) {
+		rm.Reset()
+		m, err = c.Mapper.RESTMapping(r.GroupKind())
+	}
 	if err != nil {
 		return nil, err
 	}

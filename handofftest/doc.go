@@ -21,8 +21,21 @@
 // ([Cluster.InjectFaults], [FailNth], [RandomFaults]) fail calls before
 // they take effect or lose their response after.
 //
+// [Cluster.Mapper] is a REST mapper that stays current as kinds are
+// registered; [Cluster.CachedMapper] keeps the kinds of its first use until
+// reset, as client-go's DeferredDiscoveryRESTMapper over a memory cache
+// does, for stale-mapper tests.
+//
 // A Cluster is safe for concurrent use. Watches, server-side apply,
 // strategic merge patch and dry runs are not supported.
+//
+// On top of the cluster: [World] holds one family of sets, the library's
+// executor and a [SetController] that keeps the set-controller contract
+// (the coexistence guard and writer mark, Ready=False while superseded,
+// Finalize from a finalizer), with the family set in one place
+// ([World.SetFamily]); [Catalog] builds the sets of each generation and
+// role ([Catalog.DesireHashed] for updates in place); [Gate],
+// [CheckConverged] and [Cluster.Gaps] check the invariants I1 to I5.
 //
 // Typical use:
 //

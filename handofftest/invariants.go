@@ -59,16 +59,18 @@ func minTime(a, b time.Time) time.Time {
 
 // CheckConverged checks I2 and I3: the family holds exactly one set per
 // role of desired, each Ready and none deleting, and nothing else; with
-// desired nil the family is empty.
+// desired nil the family is empty. A set that cannot be read whole
+// ([handoff.Set.Invalid]) is reported with its error, which wraps
+// [handoff.ErrInvalidSet]: the library never retires such a set, so a
+// family that holds one has not converged.
 func CheckConverged(c *Cluster, fam handoff.Family, desired *handoff.Desired) error {
-	sets, err := familySets(c, fam)
-	if err != nil {
-		return err
-	}
 	var errs []error
 	count := map[string]int{}
-	for _, s := range sets {
+	for _, s := range familySets(c, fam) {
 		switch {
+		case s.Invalid != nil:
+			errs = append(errs, fmt.Errorf("I3: %w", s.Invalid))
+			continue
 		case desired == nil:
 			errs = append(errs, fmt.Errorf("I3: %s remains after removal", s))
 		case s.Generation != desired.Generation:
@@ -94,43 +96,46 @@ func CheckConverged(c *Cluster, fam handoff.Family, desired *handoff.Desired) er
 	return errors.Join(errs...)
 }
 
-func familySets(c *Cluster, fam handoff.Family) ([]handoff.Set, error) {
+// familySets reads every set of the family stored in the cluster, those
+// that cannot be read whole included (with Set.Invalid).
+func familySets(c *Cluster, fam handoff.Family) []handoff.Set {
 	var sets []handoff.Set
 	for _, o := range c.Objects() {
 		if o.GroupVersionKind().Group != fam.Resource.Group || o.GetKind() != fam.Kind || !fam.Contains(o.GetLabels()) {
 			continue
 		}
-		s, err := fam.Observe(o)
-		if err != nil {
-			return nil, err
-		}
+		s, _ := fam.Observe(o)
 		sets = append(sets, s)
 	}
-	return sets, nil
+	return sets
 }
 
-// Gate checks I5 (gating) across the rounds of an upgrade: call Observe
-// (on a [Cluster]) or Check (with sets listed from any cluster) after every
-// round; it fails when a set outside the desired generation began deleting
-// (or vanished) in a round that started while some desired set was not
-// Ready for its current spec.
+// Gate checks I5 (gating) across the rounds of an upgrade: no set outside
+// the desired generation begins deleting (or vanishes) in a round that
+// started while some desired set was not Ready for its current spec.
+//
+// Call Observe (on a [Cluster]) or Check (with sets listed from any
+// cluster) once before the first round and again after every round. Each
+// call checks the round since the one before, so the call before the first
+// round, which only records the state, is what lets the first round be
+// checked too; [World.Converge] makes it. The zero Gate is ready to use.
+//
+// Sets that cannot be read whole ([handoff.Set.Invalid]) never count as
+// Ready, and are watched as old sets: the library never retires them.
 type Gate struct {
+	started  bool
 	wasReady bool
 	live     map[string]bool // old sets not deleting at the last observation
 }
 
-// Observe records the state of the cluster's family after a round and
-// checks the round.
+// Observe records the state of the cluster's family, before the first
+// round or after a round, and checks the round.
 func (g *Gate) Observe(c *Cluster, fam handoff.Family, desired handoff.Desired) error {
-	sets, err := familySets(c, fam)
-	if err != nil {
-		return err
-	}
-	return g.Check(sets, desired)
+	return g.Check(familySets(c, fam), desired)
 }
 
-// Check records the family's sets as observed after a round and checks the
-// round.
+// Check records the family's sets as observed before the first round or
+// after a round, and checks the round.
 func (g *Gate) Check(sets []handoff.Set, desired handoff.Desired) error {
 	ready := map[string]bool{}
 	live := map[string]bool{}
@@ -139,7 +144,7 @@ func (g *Gate) Check(sets []handoff.Set, desired handoff.Desired) error {
 		roles[r.Name] = true
 	}
 	for _, s := range sets {
-		mine := s.Generation == desired.Generation && roles[s.Role]
+		mine := s.Invalid == nil && s.Generation == desired.Generation && roles[s.Role]
 		if mine && !s.Deleting && s.Readiness.State == handoff.Ready {
 			ready[s.Role] = true
 		}
@@ -148,13 +153,14 @@ func (g *Gate) Check(sets []handoff.Set, desired handoff.Desired) error {
 		}
 	}
 	var errs []error
-	if !g.wasReady {
+	if g.started && !g.wasReady {
 		for name := range g.live {
 			if !live[name] {
 				errs = append(errs, fmt.Errorf("I5: old set %s retired while the desired generation %s was not Ready", name, desired.Generation))
 			}
 		}
 	}
+	g.started = true
 	g.wasReady = len(ready) == len(desired.Roles)
 	g.live = live
 	return errors.Join(errs...)

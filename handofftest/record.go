@@ -93,6 +93,14 @@ type Action struct {
 	k8stesting.Action
 	// Actor is the actor of the client that made the call.
 	Actor string
+	// Name is the name of the object the call was about, which the
+	// client-go form of create and update calls does not give: for a
+	// create, the name of the object created (the one the server made from
+	// metadata.generateName, even when the response was lost), or the
+	// requested metadata.name when nothing was created; for an update, the
+	// object's metadata.name; for get, patch and delete, the name asked
+	// for; empty for list, deletecollection and watch.
+	Name string
 	// Time is the clock time of the call.
 	Time time.Time
 	// Err is the error the caller got, injected or not.

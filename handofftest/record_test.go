@@ -1,6 +1,7 @@
 package handofftest
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -9,7 +10,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 )
 
 func at(seconds int) time.Time { return t0.Add(time.Duration(seconds) * time.Second) }
@@ -175,5 +178,108 @@ func TestCallsAndActions(t *testing.T) {
 	}
 	if len(c.Writes()) != 2 {
 		t.Errorf("ClearActions dropped writes: %v", c.Writes())
+	}
+}
+
+// Every action names the object it was about, creates and updates
+// included, whose client-go form does not; a create from generateName is
+// named by the name the server gave, even when the response was lost.
+func TestActionNames(t *testing.T) {
+	generated := func() *unstructured.Unstructured {
+		u := installerSet("")
+		u.SetGenerateName("pipeline-main-static-")
+		return u
+	}
+	withA := func(t *testing.T, sets dynamic.ResourceInterface) { create(t, sets, installerSet("a")) }
+	for name, tt := range map[string]struct {
+		setup func(t *testing.T, sets dynamic.ResourceInterface)
+		fault Fault
+		// call makes the call whose action is checked first, and returns
+		// the name that action must have.
+		call func(t *testing.T, sets dynamic.ResourceInterface) string
+	}{
+		"a create by name": {call: func(t *testing.T, sets dynamic.ResourceInterface) string {
+			return create(t, sets, installerSet("a")).GetName()
+		}},
+		"a create from generateName": {call: func(t *testing.T, sets dynamic.ResourceInterface) string {
+			return create(t, sets, generated()).GetName()
+		}},
+		"a create from generateName whose response was lost": {
+			fault: Fault{Mode: AfterCommit, Err: apierrors.NewTimeoutError("lost", 0)},
+			call: func(t *testing.T, sets dynamic.ResourceInterface) string {
+				if _, err := sets.Create(t.Context(), generated(), metav1.CreateOptions{}); err == nil {
+					t.Fatal("create: no error, want the injected one")
+				}
+				l, err := sets.List(t.Context(), metav1.ListOptions{})
+				if err != nil || len(l.Items) != 1 {
+					t.Fatalf("list: %v, %v; want the one set created", l, err)
+				}
+				return l.Items[0].GetName()
+			},
+		},
+		"a create from generateName that failed before commit": {
+			fault: Fault{Mode: BeforeCommit, Err: apierrors.NewInternalError(errors.New("down"))},
+			call: func(t *testing.T, sets dynamic.ResourceInterface) string {
+				if _, err := sets.Create(t.Context(), generated(), metav1.CreateOptions{}); err == nil {
+					t.Fatal("create: no error, want the injected one")
+				}
+				return ""
+			},
+		},
+		"an update": {setup: withA, call: func(t *testing.T, sets dynamic.ResourceInterface) string {
+			u := installerSet("a")
+			u.SetLabels(map[string]string{"x": "y"})
+			if _, err := sets.Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			return "a"
+		}},
+		"a status update": {setup: withA, call: func(t *testing.T, sets dynamic.ResourceInterface) string {
+			u := installerSet("a")
+			u.Object["status"] = map[string]any{"phase": "x"}
+			if _, err := sets.UpdateStatus(t.Context(), u, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			return "a"
+		}},
+		"a patch": {setup: withA, call: func(t *testing.T, sets dynamic.ResourceInterface) string {
+			if _, err := sets.Patch(t.Context(), "a", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			return "a"
+		}},
+		"a delete": {setup: withA, call: func(t *testing.T, sets dynamic.ResourceInterface) string {
+			if err := sets.Delete(t.Context(), "a", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			return "a"
+		}},
+		"a list": {setup: withA, call: func(t *testing.T, sets dynamic.ResourceInterface) string {
+			if _, err := sets.List(t.Context(), metav1.ListOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			return ""
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := newCluster(t)
+			sets := c.ClientFor("test").Resource(setGVR)
+			if tt.setup != nil {
+				tt.setup(t, sets)
+			}
+			c.ClearActions()
+			c.InjectFaults(FailNth(1, tt.fault.Mode, tt.fault.Err), "test")
+			if tt.fault.Err == nil {
+				c.DisableFaults()
+			}
+			want := tt.call(t, sets)
+			actions := c.Actions()
+			if len(actions) == 0 {
+				t.Fatal("no action recorded")
+			}
+			if got := actions[0].Name; got != want {
+				t.Errorf("action %s: Name %q, want %q", actions[0].GetVerb(), got, want)
+			}
+		})
 	}
 }

@@ -2,6 +2,9 @@ package handofftest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,14 +21,23 @@ var SetResource = schema.GroupVersionResource{Group: "operator.tekton.dev", Vers
 
 // World is a fake cluster with one family of sets, an executor and a
 // simulated set controller: everything an upgrade test needs.
+//
+// The world has one family, which the executor, the controller (its passes
+// and its finalizer) and the checks of [World.Converge] all use. Read it
+// from Family; change it with [World.SetFamily], which gives it to all of
+// them at once (the executor and the controller's finalizer are
+// [handoff.Executor] values, each with its own copy).
 type World struct {
 	// Cluster is the fake cluster everything runs on.
 	Cluster *Cluster
-	// Family is the component's family of sets.
+	// Family is the component's family of sets. Change it with
+	// [World.SetFamily], not by assigning to it.
 	Family handoff.Family
 	// Executor is the library's executor, acting as actor "executor".
 	Executor *handoff.Executor
-	// Controller is the simulated set controller, actor "controller".
+	// Controller is the simulated set controller, actor "controller". Its
+	// Executor, which runs its finalizer, is a copy of Executor that talks
+	// to the cluster as the controller.
 	Controller *SetController
 	// Manifests holds each desired role's manifests, by generation and role,
 	// for the executor's Build function.
@@ -66,10 +78,32 @@ func NewWorld(component string, opts ...Option) *World {
 	return w
 }
 
+// SetFamily makes fam the world's family: the executor's, the controller's
+// (for its passes and its finalizer) and that of the checks Converge makes.
+// Start from w.Family to change one field:
+//
+//	fam := w.Family
+//	fam.RoleOf = legacyRole
+//	w.SetFamily(fam)
+func (w *World) SetFamily(fam handoff.Family) {
+	w.Family = fam
+	w.Executor.Family = fam
+	if w.Controller.Executor != nil && w.Controller.Executor != w.Executor {
+		w.Controller.Executor.Family = fam
+	}
+}
+
 // Desire registers the manifests of a generation's roles and returns the
 // matching desired generation; roles after the first wait for the first.
 func (w *World) Desire(generation string, roles []string, manifests map[string][]*unstructured.Unstructured) *handoff.Desired {
 	return w.Manifests.Desire(generation, roles, manifests)
+}
+
+// DesireHashed is [World.Desire] with each role's Hash set from its
+// manifests (see [Catalog.DesireHashed]): registering a generation again
+// with changed manifests makes the executor update its sets in place.
+func (w *World) DesireHashed(generation string, roles []string, manifests map[string][]*unstructured.Unstructured) *handoff.Desired {
+	return w.Manifests.DesireHashed(generation, roles, manifests)
 }
 
 // build reads w.Manifests when called, so the field may be replaced.
@@ -99,6 +133,38 @@ func (c Catalog) Desire(generation string, roles []string, manifests map[string]
 	return d
 }
 
+// DesireHashed is [Catalog.Desire] with each role's Hash set to the
+// [ContentHash] of its manifests, as tektoncd/operator sets
+// operator.tekton.dev/last-applied-hash. Registering a generation again
+// with changed manifests then changes the hash of the roles that changed,
+// and the executor updates their sets in place (same name and UID, a new
+// spec) instead of leaving them as they are.
+func (c Catalog) DesireHashed(generation string, roles []string, manifests map[string][]*unstructured.Unstructured) *handoff.Desired {
+	d := c.Desire(generation, roles, manifests)
+	for i := range d.Roles {
+		d.Roles[i].Hash = ContentHash(manifests[d.Roles[i].Name])
+	}
+	return d
+}
+
+// ContentHash returns a hash of manifests, in order: the hex SHA-256 of
+// their JSON encoding, cut to 16 characters. Equal manifests give equal
+// hashes whatever the order of their fields.
+func ContentHash(manifests []*unstructured.Unstructured) string {
+	objs := make([]map[string]any, 0, len(manifests))
+	for _, m := range manifests {
+		objs = append(objs, m.Object)
+	}
+	data, err := json.Marshal(objs)
+	if err != nil {
+		// Not JSON-encodable (a func or channel in an object): no fixture
+		// holds that; hash what can be printed instead.
+		data = fmt.Appendf(nil, "%v", objs)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])[:16]
+}
+
 // Build makes the set of a role of a registered generation, listing the
 // role's manifests in spec.manifests as tektoncd/operator's sets do. It
 // implements [handoff.BuildFunc].
@@ -126,10 +192,18 @@ func (w *World) Round(ctx context.Context, desired *handoff.Desired) (handoff.Re
 }
 
 // Converge runs rounds until the executor's plan is settled and the
-// controller has nothing left to do, checking I5 after every round. Errors
-// of single rounds (injected faults) are retried; it fails after max rounds.
+// controller has nothing left to do, checking I5 with a [Gate] from the
+// first round on. Errors of single rounds (injected faults) are retried;
+// it fails after max rounds.
 func (w *World) Converge(ctx context.Context, desired *handoff.Desired, max int) (rounds int, err error) {
 	var gate Gate
+	if desired != nil {
+		// The state before the first round, so that the first round is
+		// checked too.
+		if err := gate.Observe(w.Cluster, w.Family, *desired); err != nil {
+			return 0, err
+		}
+	}
 	var last error
 	for rounds = 1; rounds <= max; rounds++ {
 		res, err := w.Round(ctx, desired)
