@@ -84,11 +84,15 @@ type Executor struct {
 	// Prune says what finalizing may delete; the zero value is used as it
 	// is, so callers normally start from [DefaultPruneOptions].
 	Prune PruneOptions
-	// Propagation is the policy for deleting sets; empty means Foreground:
-	// the set stays visible, deleting, until the garbage collector removed
-	// the resources it still owns, so "the set is gone" means "its obsolete
-	// resources are gone". Shared resources are handed over, and kept ones
-	// released, before the delete, so Background is equally safe.
+	// Propagation is the policy for deleting sets; empty means Background.
+	// Shared resources are handed over, and kept ones released, before the
+	// delete; with Background the set's finalizer ([Executor.Finalize])
+	// then runs before the garbage collector touches anything the set
+	// owns, which also covers what a set controller's pass in flight gave
+	// the set after that handover. Foreground lets the garbage collector
+	// delete the set's dependents at once, before its finalizer runs: an
+	// object such a pass created for the set (a PVC, a keep-annotated one)
+	// would be lost.
 	Propagation metav1.DeletionPropagation
 	// ResourcePropagation is the policy [Executor.Finalize] deletes obsolete
 	// resources with; empty means Background: the resource goes at once and
@@ -580,7 +584,7 @@ func (r *run) retire(ctx context.Context, uid types.UID) error {
 	}
 	policy := r.e.Propagation
 	if policy == "" {
-		policy = metav1.DeletePropagationForeground
+		policy = metav1.DeletePropagationBackground
 	}
 	r.record(Call{Verb: "delete", Resource: r.family.Resource.Resource, Name: s.Name})
 	sp.Deleting = true // no later retire of this Step hands anything to it
@@ -663,6 +667,12 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 		if r.e.DryRun {
 			return it, nil
 		}
+		ann := live.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[ReleasedAnnotation] = released(ann[ReleasedAnnotation], retiring.UID)
+		live.SetAnnotations(ann)
 		err = r.objects.SetOwnerReferences(ctx, live, next)
 		if apierrors.IsConflict(err) && attempt < retry.DefaultRetry.Steps {
 			continue // read again and decide again

@@ -59,10 +59,15 @@ var (
 
 // finStrip drops what a handover may change: the ownerReferences and the
 // resourceVersion.
+// finStrip leaves out what a handover writes: the owners, the mark of the
+// set released (checked by finReleased) and the resourceVersion.
 func finStrip(u *unstructured.Unstructured) map[string]any {
 	c := u.DeepCopy()
 	c.SetOwnerReferences(nil)
 	c.SetResourceVersion("")
+	ann := c.GetAnnotations()
+	delete(ann, handoff.ReleasedAnnotation)
+	c.SetAnnotations(ann)
 	return c.Object
 }
 
@@ -113,6 +118,9 @@ func finCheckDone(t *testing.T, w *handofftest.World, succ *unstructured.Unstruc
 		}
 		if d := cmp.Diff(want, got.GetOwnerReferences()); d != "" {
 			t.Errorf("%s: %s ownerReferences (-want +got):\n%s", label, k, d)
+		}
+		if r := got.GetAnnotations()[handoff.ReleasedAnnotation]; r == "" || r == string(succ.GetUID()) {
+			t.Errorf("%s: %s is marked released from %q, want the finalized set", label, k, r)
 		}
 		if d := cmp.Diff(finStrip(before[k]), finStrip(got)); d != "" {
 			t.Errorf("%s: handover changed more of %s than its owners (-before +after):\n%s", label, k, d)

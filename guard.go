@@ -2,6 +2,8 @@ package handoff
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -76,8 +78,9 @@ func (g Guard) MayApply(r Ref) (ok bool, reason string) {
 }
 
 // WriterAnnotation is the mark a set controller stamps, with [Guard.Stamp],
-// on every object it writes: the UID of the writing set and its creation
-// time, as "<uid>@<RFC 3339 time>". [Guard.MayWrite] reads it to tell who
+// on every object it writes: the UID of the writing set, its creation time
+// and the metadata.generation of the set's spec it applied, as
+// "<uid>@<RFC 3339 time>#<generation>". [Guard.MayWrite] reads it to tell who
 // last wrote an object that has no controller ownerReference (webhook
 // configurations, APIServices, CRDs, Namespaces).
 const WriterAnnotation = "handoff.kube-handoff.io/written-by"
@@ -89,23 +92,67 @@ func (g Guard) Stamp(obj *unstructured.Unstructured) {
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[WriterAnnotation] = string(g.set.UID) + "@" + g.set.Created.UTC().Format(time.RFC3339)
+	ann[WriterAnnotation] = fmt.Sprintf("%s@%s#%d", g.set.UID, g.set.Created.UTC().Format(time.RFC3339), g.generation())
 	obj.SetAnnotations(ann)
 }
 
-// parseStamp reads a [WriterAnnotation] value; created is zero when the
-// value carries no time.
-func parseStamp(v string) (uid types.UID, created time.Time) {
-	id, at, _ := strings.Cut(v, "@")
-	created, _ = time.Parse(time.RFC3339, at)
-	return types.UID(id), created
+// generation is the metadata.generation of the guard's set as its view
+// holds it; 0 when unknown.
+func (g Guard) generation() int64 {
+	if g.set.Object == nil {
+		return 0
+	}
+	return g.set.Object.GetGeneration()
+}
+
+// stamp is a parsed [WriterAnnotation] value; created and generation are
+// zero when the value does not carry them.
+type stamp struct {
+	uid        types.UID
+	created    time.Time
+	generation int64
+}
+
+func parseStamp(v string) stamp {
+	id, rest, _ := strings.Cut(v, "@")
+	at, gen, _ := strings.Cut(rest, "#")
+	st := stamp{uid: types.UID(id)}
+	st.created, _ = time.Parse(time.RFC3339, at)
+	st.generation, _ = strconv.ParseInt(gen, 10, 64)
+	return st
+}
+
+// ReleasedAnnotation lists, newest first and comma-separated, the UIDs of
+// the last sets an object was released from when they retired: the
+// executor and [Executor.Finalize] write it with the ownership handover or
+// release. [Guard.MayWrite] refuses a set named there, so a pass of a
+// retired set's controller whose view still shows the set live (an informer
+// that lags) cannot give the object back to a set that is going or gone,
+// for the garbage collector to take.
+const ReleasedAnnotation = "handoff.kube-handoff.io/released-from"
+
+// releasedKept is how many sets ReleasedAnnotation remembers.
+const releasedKept = 3
+
+// released returns the ReleasedAnnotation value after a release from uid.
+func released(prev string, uid types.UID) string {
+	out := []string{string(uid)}
+	for _, u := range strings.Split(prev, ",") {
+		if u != "" && u != string(uid) && len(out) < releasedKept {
+			out = append(out, u)
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // MayWrite reports whether the set may write live, the object as just read
 // from the cluster, that it lists; when it may not, reason names what stops
 // it. It asks [Guard.MayApply] first, then finds the set that last wrote
 // the object: its controller ownerReference when that names a set of the
-// guard's kind, else the [WriterAnnotation] mark. It refuses to take the
+// guard's kind, else the [WriterAnnotation] mark. It refuses an object
+// released from this set by its retirement ([ReleasedAnnotation]), and one
+// this set wrote for a newer generation of its spec than the view holds (a
+// lagging pass would revert an update in place). It refuses to take the
 // object from another set unless the guard's view of the family shows that
 // set being deleted, or superseded while this one is not:
 //
@@ -131,13 +178,21 @@ func (g Guard) MayWrite(live *unstructured.Unstructured) (ok bool, reason string
 	if ok, reason := g.MayApply(r); !ok {
 		return false, reason
 	}
-	writer, by, created := g.writer(live)
-	if writer == "" || writer == g.set.UID {
+	if slices.Contains(strings.Split(live.GetAnnotations()[ReleasedAnnotation], ","), string(g.set.UID)) {
+		return false, fmt.Sprintf("%s was released from set %s when it retired", r, g.set.Name)
+	}
+	writer, by, st := g.writer(live)
+	switch {
+	case writer == "":
+		return true, ""
+	case writer == g.set.UID && st.uid == g.set.UID && st.generation > g.generation():
+		return false, fmt.Sprintf("%s was written for generation %d of set %s, newer than this view's %d", r, st.generation, g.set.Name, g.generation())
+	case writer == g.set.UID:
 		return true, ""
 	}
 	other, known := g.known[writer]
 	switch {
-	case !known && !created.IsZero() && created.Before(g.set.Created):
+	case !known && st.uid == writer && !st.created.IsZero() && st.created.Before(g.set.Created):
 		return true, ""
 	case !known:
 		return false, fmt.Sprintf("%s was written by set %s (uid %s), newer than this view of the family", r, by, writer)
@@ -152,16 +207,16 @@ func (g Guard) MayWrite(live *unstructured.Unstructured) (ok bool, reason string
 // writer returns the UID (and, where known, the name, and from a mark the
 // creation time) of the set that last wrote live, or "" when no set of the
 // guard's kind did.
-func (g Guard) writer(live *unstructured.Unstructured) (uid types.UID, name string, created time.Time) {
+func (g Guard) writer(live *unstructured.Unstructured) (uid types.UID, name string, st stamp) {
+	st = parseStamp(live.GetAnnotations()[WriterAnnotation])
 	if owner := metav1.GetControllerOfNoCopy(live); owner != nil {
 		gv, err := schema.ParseGroupVersion(owner.APIVersion)
 		if err == nil && !g.kind.Empty() && (schema.GroupKind{Group: gv.Group, Kind: owner.Kind}) == g.kind {
-			return owner.UID, owner.Name, time.Time{}
+			return owner.UID, owner.Name, st
 		}
-		return "", "", time.Time{} // controlled by something else: not the guard's to decide
+		return "", "", st // controlled by something else: not the guard's to decide
 	}
-	uid, created = parseStamp(live.GetAnnotations()[WriterAnnotation])
-	return uid, string(uid), created
+	return st.uid, string(st.uid), st
 }
 
 // MayApply is [NewGuard] followed by [Guard.MayApply], for a single question.

@@ -270,9 +270,9 @@ func TestGuardMayWrite(t *testing.T) {
 			live := liveObj(shared, tc.owner)
 			if tc.writer.UID != "" {
 				handoff.NewGuard(tc.writer, tc.family).Stamp(live)
-				want := string(tc.writer.UID) + "@" + tc.writer.Created.UTC().Format(time.RFC3339)
+				want := string(tc.writer.UID) + "@" + tc.writer.Created.UTC().Format(time.RFC3339) + "#0"
 				if got := live.GetAnnotations()[handoff.WriterAnnotation]; got != want {
-					t.Fatalf("Stamp wrote %q, want the writer's UID and creation time %q", got, want)
+					t.Fatalf("Stamp wrote %q, want the writer's UID, creation time and generation (none: no object) %q", got, want)
 				}
 			}
 			ok, reason := handoff.NewGuard(tc.set, tc.family).MayWrite(live)
@@ -332,5 +332,61 @@ func TestGuardMayWriteStaleView(t *testing.T) {
 		t.Errorf("MayWrite lets the old set write back what %s wrote", newStatic)
 	} else {
 		t.Log(reason)
+	}
+}
+
+// A pass whose view lags must not give an object back to a set that
+// released it when it retired, nor revert what the same set wrote for a
+// newer generation of its spec (both found by the model-based test).
+func TestGuardMayWriteLaggingPassOfTheSameSet(t *testing.T) {
+	shared := prCM("config-defaults")
+	at := func(s handoff.Set, generation int64) handoff.Set {
+		s = withObject(s)
+		s.Object.SetGeneration(generation)
+		return s
+	}
+	old := at(prSet("static-v1", "v1", "static", 1, shared), 1)
+	oldUpdated := at(prSet("static-v1", "v1", "static", 1, shared), 2) // the same set, its spec updated
+	next := at(prSet("static-v2", "v2", "static", 10, shared), 1)
+	ctrl := func(s handoff.Set) *metav1.OwnerReference {
+		return &metav1.OwnerReference{APIVersion: "operator.tekton.dev/v1alpha1", Kind: "TektonInstallerSet", Name: s.Name, UID: s.UID, Controller: ptr.To(true)}
+	}
+	tests := map[string]struct {
+		set      handoff.Set
+		family   []handoff.Set
+		owner    *metav1.OwnerReference
+		writer   handoff.Set
+		released string
+		want     bool
+	}{
+		"released from this set: refused, though the view shows it live and the writer superseded": {
+			set: old, family: []handoff.Set{old, prSuperseded(next)}, owner: ctrl(next), writer: next,
+			released: string(old.UID) + ",uid-older",
+		},
+		"released from other sets only: the usual rules": {
+			set: old, family: []handoff.Set{old, prSuperseded(next)}, owner: ctrl(next), writer: next,
+			released: "uid-older", want: true,
+		},
+		"written by this set for a newer generation of its spec: refused": {
+			set: old, family: []handoff.Set{old}, owner: ctrl(old), writer: oldUpdated,
+		},
+		"written by this set for the generation the view holds": {
+			set: oldUpdated, family: []handoff.Set{oldUpdated}, owner: ctrl(old), writer: old, want: true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			live := liveObj(shared, tc.owner)
+			handoff.NewGuard(tc.writer, tc.family).Stamp(live)
+			if tc.released != "" {
+				ann := live.GetAnnotations()
+				ann[handoff.ReleasedAnnotation] = tc.released
+				live.SetAnnotations(ann)
+			}
+			ok, reason := handoff.NewGuard(tc.set, tc.family).MayWrite(live)
+			if ok != tc.want {
+				t.Errorf("MayWrite = %v (%s), want %v", ok, reason, tc.want)
+			}
+		})
 	}
 }

@@ -39,8 +39,10 @@ type Objects interface {
 	// Get reads the live object; a missing object is a NotFound error.
 	Get(ctx context.Context, ref Ref) (*unstructured.Unstructured, error)
 	// SetOwnerReferences replaces the ownerReferences of live, the object
-	// as read by Get, on condition that its resourceVersion is unchanged:
-	// a write in between makes it fail with a Conflict error.
+	// as read by Get, with refs, and writes live's [ReleasedAnnotation] as
+	// the caller set it, on condition that its resourceVersion is
+	// unchanged: a write in between makes it fail with a Conflict error.
+	// (An Update of live with refs does both.)
 	SetOwnerReferences(ctx context.Context, live *unstructured.Unstructured, refs []metav1.OwnerReference) error
 	// Delete deletes the object of ref on condition that its UID is uid,
 	// with the given propagation policy.
@@ -97,9 +99,14 @@ func (o *dynamicObjects) SetOwnerReferences(ctx context.Context, live *unstructu
 	if len(refs) == 0 {
 		owners = nil
 	}
+	var mark any // null removes the annotation
+	if v, ok := live.GetAnnotations()[ReleasedAnnotation]; ok {
+		mark = v
+	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": live.GetResourceVersion(),
 		"ownerReferences": owners,
+		"annotations":     map[string]any{ReleasedAnnotation: mark},
 	}})
 	if err != nil {
 		return err

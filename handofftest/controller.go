@@ -241,7 +241,8 @@ func (c *SetController) writeStatus(ctx context.Context, sets dynamic.ResourceIn
 // transformers do. It leaves an existing resource
 // alone when guard.MayWrite refuses it, and writes with the resourceVersion
 // it read, so a concurrent write makes it fail. A resource already as
-// wanted is not written.
+// wanted is not written. Before a create it reads the set from the API
+// server and creates nothing for a set that is gone or being deleted.
 func (c *SetController) apply(ctx context.Context, fam handoff.Family, want *unstructured.Unstructured, s handoff.Set, guard handoff.Guard) error {
 	client, err := c.resource(handoff.RefOf(want))
 	if err != nil {
@@ -257,6 +258,18 @@ func (c *SetController) apply(ctx context.Context, fam handoff.Family, want *uns
 	}
 	live, err := client.Get(ctx, want.GetName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
+		if !c.Legacy {
+			// MayWrite cannot check a create. Confirm on the API server
+			// that the set is live, so a pass whose view lags does not
+			// re-create what the set's finalizer already removed.
+			cur, err := c.Client.Resource(fam.Resource).Get(ctx, s.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) || (err == nil && (cur.GetUID() != s.UID || cur.GetDeletionTimestamp() != nil)) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
 		_, err = client.Create(ctx, desired, metav1.CreateOptions{})
 		return err
 	}
