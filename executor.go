@@ -564,7 +564,8 @@ func (r *run) others(uid types.UID) []Set {
 
 // retire makes every resource the set lists safe for it to go (shared
 // ones handed to their successors, kept ones released) and then deletes
-// exactly that set, by name and UID.
+// exactly that set, by name and UID; for a set without a finalizer it then
+// deletes the obsolete resources installed without an owner.
 func (r *run) retire(ctx context.Context, uid types.UID) error {
 	sp, ok := r.set(uid)
 	if !ok {
@@ -597,13 +598,33 @@ func (r *run) retire(ctx context.Context, uid types.UID) error {
 	})
 	switch {
 	case err == nil, apierrors.IsNotFound(err):
-		return nil
 	case apierrors.IsConflict(err):
 		// The UID precondition failed: the name now holds another object,
 		// which this plan did not name. Leave it alone.
 		return nil
+	default:
+		return &SetError{Name: s.Name, Err: fmt.Errorf("retire: %w", err)}
 	}
-	return &SetError{Name: s.Name, Err: fmt.Errorf("retire: %w", err)}
+	// A set with no finalizer has no controller to finalize it (deleted
+	// before its controller first saw it, or it has none). The garbage
+	// collector takes what it owns; what it installed without an owner
+	// would stay for good, so the retirement deletes that itself, now that
+	// the set is going.
+	if s.Object == nil || len(s.Object.GetFinalizers()) != 0 {
+		return nil
+	}
+	for _, it := range d.Of(Delete) {
+		if !slices.Contains(r.e.Prune.Unowned, it.Ref.GroupKind()) {
+			continue
+		}
+		if _, err := r.settle(ctx, s, others, it, true); err != nil {
+			errs = append(errs, &ResourceError{Ref: it.Ref, Err: err})
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return &SetError{Name: s.Name, Err: fmt.Errorf("retire: delete what it installed without an owner: %w", err)}
+	}
+	return nil
 }
 
 // settle makes one resource the retiring set lists safe for the set to go,

@@ -640,3 +640,25 @@ func TestKeptObjectReleasedFromEveryGoingSet(t *testing.T) {
 		t.Errorf("the kept ConfigMap still names %v", got)
 	}
 }
+
+// A set without a finalizer has no controller to finalize it: its
+// retirement deletes the obsolete objects it installed without an owner,
+// which the garbage collector never would (found by the model-based test).
+func TestRetireOfASetWithoutFinalizer(t *testing.T) {
+	f := newFixture(t)
+	hook := mkObj("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "", "only-v1.webhook", "")
+	shared := cm("shared")
+	f.seed(t, []setSpec{
+		{name: "static-v1", gen: "v1", role: "static", age: 20, ready: true, lists: []*unstructured.Unstructured{shared, hook}},
+		{name: "static-v2", gen: "v2", role: "static", age: 10, ready: true, lists: []*unstructured.Unstructured{shared}},
+	}, []*unstructured.Unstructured{shared, hook}, map[string]string{"shared": "static-v1"})
+	if err := f.steps(t, desired("v2", "static"), 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	if f.c.Exists(handofftest.Key{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration", Name: "only-v1.webhook"}) {
+		t.Error("the obsolete webhook configuration of the retired set is still there")
+	}
+	if got, ok := f.owners(cmKey("shared")); !ok || len(got) != 1 || got[0] != "static-v2" {
+		t.Errorf("shared ConfigMap: owners %v, present %v; want static-v2", got, ok)
+	}
+}
