@@ -23,6 +23,10 @@
 //   - [Executor] is the only code that talks to the API server:
 //     [Executor.Step] once per reconcile, [Executor.Finalize] from the set
 //     controller's finalizer.
+//   - [ManifestivalObjects] and [NewTypedSetClient] let the executor work
+//     through the clients a manifestival operator already holds (an
+//     mf.Client, a client-gen typed client of its set kind);
+//     [StepCondition] turns what a step returned into a status condition.
 //
 // The set controller's contract: put a finalizer on each set and call
 // [Executor.Finalize] from it instead of deleting every listed resource by
