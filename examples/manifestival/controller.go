@@ -9,6 +9,7 @@ import (
 
 	"github.com/kube-handoff/handoff"
 	mf "github.com/manifestival/manifestival"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,9 +35,16 @@ import (
 //     guard, Transform to set owners, Apply: a three-way merge that keeps
 //     what other controllers write), through [mfClient];
 //   - installed resources get a controller ownerReference to their Bundle,
-//     except the unowned kinds (CRDs, Namespaces, webhook configurations);
+//     except the unowned kinds (CRDs, Namespaces, webhook configurations),
+//     and every one the Bundle's writer mark ([handoff.Guard.Stamp]), which
+//     MayWrite reads where there is no controller ownerReference;
 //   - readiness is the "Installed" condition, always written with
-//     status.observedGeneration so a stale status is never taken for Ready.
+//     status.observedGeneration so a stale status is never taken for Ready;
+//     while the Bundle carries the superseded mark it is False with reason
+//     [handoff.ReasonSuperseded], so a Bundle released by a rollback is
+//     Installed again only after a pass that applied it;
+//   - a Bundle that cannot be read whole is reported and left alone, and
+//     does not stop the pass over the others.
 //
 // A real controller would report Installed once its Deployments are
 // available; this one, on a cluster without kubelets, reports Applied on
@@ -58,14 +66,14 @@ func (c *bundleController) reconcile(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list bundles: %w", err)
 	}
-	sets, err := fam.ObserveAll(list.Items)
-	if err != nil {
-		return err
-	}
+	sets, _ := fam.ObserveAll(list.Items) // each unreadable Bundle's error is returned below
 	var errs []error
 	for _, s := range sets {
 		if err := c.reconcileBundle(ctx, s, sets); err != nil {
-			errs = append(errs, fmt.Errorf("bundle %s: %w", s.Name, err))
+			if s.Invalid == nil {
+				err = fmt.Errorf("bundle %s: %w", s.Name, err)
+			}
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -79,10 +87,13 @@ func (c *bundleController) reconcileBundle(ctx context.Context, s handoff.Set, f
 			return nil
 		}
 		if _, err := c.exec.Finalize(ctx, obj); err != nil {
-			return fmt.Errorf("finalize: %w", err)
+			return fmt.Errorf("finalize: %w", err) // an unreadable Bundle stays held here
 		}
 		_, err := c.setFinalizers(ctx, obj, slices.DeleteFunc(slices.Clone(obj.GetFinalizers()), func(f string) bool { return f == finalizer }))
 		return err
+	}
+	if s.Invalid != nil {
+		return s.Invalid // its generation, role or resources cannot be read: apply nothing
 	}
 	if !has {
 		var err error
@@ -114,42 +125,53 @@ func (c *bundleController) reconcileBundle(ctx context.Context, s handoff.Set, f
 	m, err = m.Filter(func(u *unstructured.Unstructured) bool {
 		ok, _ := guard.MayApply(handoff.RefOf(u))
 		return ok
-	}).Transform(c.own(s))
+	}).Transform(c.own(s, guard))
 	if err != nil {
 		return err
 	}
 	if err := m.Apply(); err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
-	return c.report(ctx, obj)
+	return c.report(ctx, s, obj)
 }
 
 // own gives every resource but the unowned kinds a controller
-// ownerReference to the Bundle.
-func (c *bundleController) own(s handoff.Set) mf.Transformer {
+// ownerReference to the Bundle, and every one the Bundle's writer mark.
+func (c *bundleController) own(s handoff.Set, guard handoff.Guard) mf.Transformer {
 	ref := c.exec.Family.OwnerReference(s)
 	return func(u *unstructured.Unstructured) error {
 		if !slices.Contains(c.unowned, u.GroupVersionKind().GroupKind()) {
 			u.SetOwnerReferences([]metav1.OwnerReference{ref})
 		}
+		guard.Stamp(u)
 		return nil
 	}
 }
 
 // report writes the Installed condition with status.observedGeneration:
-// Applied (not yet Installed) on the first pass over a generation,
-// Installed on the next.
-func (c *bundleController) report(ctx context.Context, obj *unstructured.Unstructured) error {
-	if c.exec.Family.Probe.Ready(obj).State == handoff.Ready {
+// False (Superseded) while the Bundle carries the superseded mark; else
+// Applied (not yet Installed) on the first pass over a generation, and
+// Installed on the next, which for a released Bundle is the first pass
+// after the release. It writes nothing when the status already says so.
+func (c *bundleController) report(ctx context.Context, s handoff.Set, obj *unstructured.Unstructured) error {
+	var cond map[string]any
+	observed, _, _ := unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
+	switch {
+	case s.SupersededBy != "":
+		cond = map[string]any{"type": conditionReady, "status": "False", "reason": handoff.ReasonSuperseded, "message": "superseded by generation " + s.SupersededBy}
+	case c.exec.Family.Probe.Ready(obj).State == handoff.Ready:
+		return nil
+	case observed == obj.GetGeneration():
+		cond = map[string]any{"type": conditionReady, "status": "True", "reason": "Available"}
+	default:
+		cond = map[string]any{"type": conditionReady, "status": "False", "reason": "Applied", "message": "resources applied, not yet available"}
+	}
+	status := map[string]any{"observedGeneration": obj.GetGeneration(), "conditions": []any{cond}}
+	if equality.Semantic.DeepEqual(obj.Object["status"], status) {
 		return nil
 	}
-	observed, _, _ := unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
-	cond := map[string]any{"type": conditionReady, "status": "False", "reason": "Applied", "message": "resources applied, not yet available"}
-	if observed == obj.GetGeneration() {
-		cond = map[string]any{"type": conditionReady, "status": "True", "reason": "Available"}
-	}
 	next := obj.DeepCopy()
-	next.Object["status"] = map[string]any{"observedGeneration": obj.GetGeneration(), "conditions": []any{cond}}
+	next.Object["status"] = status
 	_, err := c.client.Resource(c.exec.Family.Resource).UpdateStatus(ctx, next, metav1.UpdateOptions{})
 	return err
 }

@@ -241,6 +241,9 @@ func newDemo(plans io.Writer, versions ...string) (*demo, error) {
 func (d *demo) converge(ctx context.Context, version string, max int) (int, error) {
 	want := d.gens[version].desired
 	var gate handofftest.Gate
+	if err := gate.Observe(d.cluster, d.family, *want); err != nil { // before the first round
+		return 0, err
+	}
 	var last error
 	for round := 1; round <= max; round++ {
 		res, err := d.exec.Step(ctx, want)

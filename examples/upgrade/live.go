@@ -2,16 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/kube-handoff/handoff"
@@ -21,12 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
-	"sigs.k8s.io/yaml"
 )
 
 // demoLabel marks everything the demo installs on a real cluster; the
@@ -41,34 +30,25 @@ const (
 
 var crds = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// runCluster runs the demo's upgrade against the cluster of a kubeconfig:
-// the library's executor and handofftest's set controller, unchanged but
-// for their clients, reconcile in turn against the real API server (and
-// its garbage collector) until the upgrade settles. Absences of shared
+// runCluster runs the demo's upgrade against the cluster t selects: the
+// library's executor and handofftest's set controller, unchanged but for
+// their clients, reconcile in turn against the real API server (and its
+// garbage collector) until the upgrade settles. Absences of shared
 // resources are recorded with watches opened before the upgrade starts.
 // At the end the component is removed again.
-func runCluster(ctx context.Context, out io.Writer, kubeconfig string) (summary, error) {
-	cfg, err := restConfig(kubeconfig)
+func runCluster(ctx context.Context, out io.Writer, t target) (summary, error) {
+	c, err := connect(t)
 	if err != nil {
 		return summary{}, err
 	}
-	cfg.QPS, cfg.Burst = 200, 400
-	cfg.WarningHandler = rest.NewWarningWriter(os.Stderr, rest.WarningWriterOptions{Deduplicate: true})
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return summary{}, err
-	}
-	fmt.Fprintf(out, "# cluster %s\n", cfg.Host)
+	dyn, mapper := c.dynamic, c.mapper
+	fmt.Fprintf(out, "# cluster %s (%s)\n", c.config.Host, c.source)
 
 	w := handofftest.NewWorld("TektonPipeline")
 	roles := []string{"static", "deployment"}
 	v1 := w.Desire("v0.79.0", roles, forAPIServer(handofftest.Pipelines(namespace, "v0.79.0")))
 	v2 := w.Desire("v0.80.0", roles, forAPIServer(handofftest.Pipelines(namespace, "v0.80.0")))
 	if err := ensureSetCRD(ctx, dyn, out); err != nil {
-		return summary{}, err
-	}
-	mapper, err := discover(ctx, cfg, w.Manifests)
-	if err != nil {
 		return summary{}, err
 	}
 	// The same executor, finalizer and set controller as on the fake
@@ -276,73 +256,6 @@ func poll(ctx context.Context, within time.Duration, fn func() error) error {
 	}
 }
 
-// discover builds a REST mapper for the kinds the manifests use, from the
-// API server's discovery documents of just their group versions (a broken
-// aggregated API elsewhere does not matter).
-func discover(ctx context.Context, cfg *rest.Config, manifests map[string]map[string][]*unstructured.Unstructured) (meta.RESTMapper, error) {
-	want := map[schema.GroupVersion]map[string]bool{}
-	for _, roles := range manifests {
-		for _, list := range roles {
-			for _, m := range list {
-				gvk := m.GroupVersionKind()
-				if want[gvk.GroupVersion()] == nil {
-					want[gvk.GroupVersion()] = map[string]bool{}
-				}
-				want[gvk.GroupVersion()][gvk.Kind] = true
-			}
-		}
-	}
-	client, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	var gvs []schema.GroupVersion
-	for gv := range want {
-		gvs = append(gvs, gv)
-	}
-	slices.SortFunc(gvs, func(a, b schema.GroupVersion) int { return strings.Compare(a.String(), b.String()) })
-	mapper := meta.NewDefaultRESTMapper(gvs)
-	for _, gv := range gvs {
-		path := "/apis/" + gv.String()
-		if gv.Group == "" {
-			path = "/api/" + gv.Version
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+path, nil)
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Accept", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("discover %s: %w", gv, err)
-		}
-		var list metav1.APIResourceList
-		err = json.NewDecoder(resp.Body).Decode(&list)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("discover %s: %s", gv, resp.Status)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("discover %s: %w", gv, err)
-		}
-		for _, r := range list.APIResources {
-			if strings.Contains(r.Name, "/") || !want[gv][r.Kind] {
-				continue
-			}
-			scope := meta.RESTScopeRoot
-			if r.Namespaced {
-				scope = meta.RESTScopeNamespace
-			}
-			mapper.AddSpecific(gv.WithKind(r.Kind), gv.WithResource(r.Name), gv.WithResource(r.SingularName), scope)
-			delete(want[gv], r.Kind)
-		}
-		for kind := range want[gv] {
-			return nil, fmt.Errorf("discover %s: the API server does not serve kind %s", gv, kind)
-		}
-	}
-	return mapper, nil
-}
-
 // liveRun is the demo's World on a real cluster.
 type liveRun struct {
 	w      *handofftest.World
@@ -351,19 +264,8 @@ type liveRun struct {
 	out    io.Writer
 }
 
-func (r *liveRun) resource(k handofftest.Key) (dynamic.ResourceInterface, error) {
-	m, err := r.mapper.RESTMapping(schema.GroupKind{Group: k.Group, Kind: k.Kind})
-	if err != nil {
-		return nil, err
-	}
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		return r.dyn.Resource(m.Resource).Namespace(k.Namespace), nil
-	}
-	return r.dyn.Resource(m.Resource), nil
-}
-
 func (r *liveRun) get(ctx context.Context, k handofftest.Key) (*unstructured.Unstructured, error) {
-	ri, err := r.resource(k)
+	ri, err := resource(r.dyn, r.mapper, k)
 	if err != nil {
 		return nil, err
 	}
@@ -414,10 +316,21 @@ func (r *liveRun) sets(ctx context.Context) ([]handoff.Set, error) {
 // converge runs rounds (the executor's Step, then one pass of the set
 // controller) until the plan is settled and no set outside desired is left,
 // not even one the garbage collector is still deleting. It prints each plan
-// that differs from the one before, and checks I5 after every round.
+// that differs from the one before, and checks I5 from the first round on.
 // Failed rounds are retried until liveTimeout.
 func (r *liveRun) converge(ctx context.Context, desired *handoff.Desired) (rounds int, err error) {
 	var gate handofftest.Gate
+	if desired != nil {
+		// The state before the first round, so that the first round is
+		// checked too.
+		sets, err := r.sets(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if err := gate.Check(sets, *desired); err != nil {
+			return 0, err
+		}
+	}
 	var last error
 	printed := ""
 	deadline := time.Now().Add(liveTimeout)
@@ -481,239 +394,4 @@ func checkConverged(sets []handoff.Set, desired *handoff.Desired) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// recorder records, from watches, every absence of the shared resources.
-type recorder struct {
-	dyn    dynamic.Interface
-	mapper meta.RESTMapper
-	keys   []handofftest.Key
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu     sync.Mutex
-	absent map[handofftest.Key]time.Time
-	gaps   []handofftest.Gap
-	errs   []error
-}
-
-// record checks that every key exists and opens one watch per resource
-// and namespace, from the resourceVersion of that check's list, so that no
-// deletion between the check and the end of the upgrade goes unseen.
-func record(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, keys []handofftest.Key) (*recorder, error) {
-	wctx, cancel := context.WithCancel(ctx)
-	rec := &recorder{dyn: dyn, mapper: mapper, keys: keys, cancel: cancel, absent: map[handofftest.Key]time.Time{}}
-	type scope struct {
-		gvr schema.GroupVersionResource
-		ns  string
-	}
-	groups := map[scope]map[handofftest.Key]bool{}
-	for _, k := range keys {
-		m, err := mapper.RESTMapping(schema.GroupKind{Group: k.Group, Kind: k.Kind})
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		sc := scope{gvr: m.Resource, ns: k.Namespace}
-		if groups[sc] == nil {
-			groups[sc] = map[handofftest.Key]bool{}
-		}
-		groups[sc][k] = true
-	}
-	for sc, want := range groups {
-		var ri dynamic.ResourceInterface = dyn.Resource(sc.gvr)
-		if sc.ns != "" {
-			ri = dyn.Resource(sc.gvr).Namespace(sc.ns)
-		}
-		list, err := ri.List(wctx, metav1.ListOptions{})
-		if err != nil {
-			cancel()
-			return nil, fmt.Errorf("list %s: %w", sc.gvr.Resource, err)
-		}
-		seen := map[handofftest.Key]bool{}
-		for i := range list.Items {
-			seen[handofftest.KeyOf(&list.Items[i])] = true
-		}
-		for k := range want {
-			if !seen[k] {
-				cancel()
-				return nil, fmt.Errorf("%s is absent before the upgrade", k)
-			}
-		}
-		wi, err := ri.Watch(wctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
-		if err != nil {
-			cancel()
-			return nil, fmt.Errorf("watch %s: %w", sc.gvr.Resource, err)
-		}
-		rec.wg.Add(1)
-		go rec.consume(wctx, sc.gvr.Resource, wi, want)
-	}
-	return rec, nil
-}
-
-func (r *recorder) consume(ctx context.Context, what string, wi watch.Interface, want map[handofftest.Key]bool) {
-	defer r.wg.Done()
-	defer wi.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-wi.ResultChan():
-			if !ok {
-				if ctx.Err() == nil {
-					r.fail(fmt.Errorf("watch of %s ended before the upgrade did: the record is incomplete", what))
-				}
-				return
-			}
-			r.event(what, ev, want)
-		}
-	}
-}
-
-func (r *recorder) event(what string, ev watch.Event, want map[handofftest.Key]bool) {
-	if ev.Type == watch.Error {
-		r.fail(fmt.Errorf("watch of %s: %w", what, apierrors.FromObject(ev.Object)))
-		return
-	}
-	u, ok := ev.Object.(*unstructured.Unstructured)
-	if !ok {
-		return
-	}
-	k := handofftest.KeyOf(u)
-	if !want[k] {
-		return
-	}
-	now := time.Now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	from, gone := r.absent[k]
-	switch {
-	case ev.Type == watch.Deleted && !gone:
-		r.absent[k] = now
-	case ev.Type != watch.Deleted && gone:
-		r.gaps = append(r.gaps, handofftest.Gap{Key: k, From: from, To: now})
-		delete(r.absent, k)
-	}
-}
-
-func (r *recorder) fail(err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.errs = append(r.errs, err)
-}
-
-// stop ends the watches and returns the absences: closed ones, ones still
-// open, and any key found missing by a final Get that no watch reported.
-func (r *recorder) stop(ctx context.Context) ([]handofftest.Gap, error) {
-	r.cancel()
-	r.wg.Wait()
-	now := time.Now()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for k, from := range r.absent {
-		r.gaps = append(r.gaps, handofftest.Gap{Key: k, From: from, To: now})
-	}
-	for _, k := range r.keys {
-		if _, open := r.absent[k]; open {
-			continue
-		}
-		m, err := r.mapper.RESTMapping(schema.GroupKind{Group: k.Group, Kind: k.Kind})
-		if err != nil {
-			r.errs = append(r.errs, err)
-			continue
-		}
-		var ri dynamic.ResourceInterface = r.dyn.Resource(m.Resource)
-		if k.Namespace != "" {
-			ri = r.dyn.Resource(m.Resource).Namespace(k.Namespace)
-		}
-		if _, err := ri.Get(ctx, k.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			r.gaps = append(r.gaps, handofftest.Gap{Key: k, From: now, To: now})
-		} else if err != nil {
-			r.errs = append(r.errs, fmt.Errorf("%s: %w", k, err))
-		}
-	}
-	slices.SortFunc(r.gaps, func(a, b handofftest.Gap) int { return a.From.Compare(b.From) })
-	return r.gaps, errors.Join(r.errs...)
-}
-
-// restConfig reads a kubeconfig file's current context into a rest.Config.
-// It reads the file itself, with client-go's kubeconfig types, because
-// k8s.io/client-go/tools/clientcmd is not in the module's dependencies; it
-// supports certificates, tokens, basic auth and exec plugins, not the
-// legacy auth-provider plugins, nor merging several files.
-func restConfig(path string) (*rest.Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var kc clientcmdv1.Config
-	if err := yaml.Unmarshal(data, &kc); err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
-	}
-	fail := func(format string, a ...any) (*rest.Config, error) {
-		return nil, fmt.Errorf("kubeconfig %s: "+format, append([]any{path}, a...)...)
-	}
-	var kctx *clientcmdv1.Context
-	for i := range kc.Contexts {
-		if kc.Contexts[i].Name == kc.CurrentContext {
-			kctx = &kc.Contexts[i].Context
-		}
-	}
-	if kctx == nil {
-		return fail("no current context %q", kc.CurrentContext)
-	}
-	var cluster *clientcmdv1.Cluster
-	for i := range kc.Clusters {
-		if kc.Clusters[i].Name == kctx.Cluster {
-			cluster = &kc.Clusters[i].Cluster
-		}
-	}
-	if cluster == nil {
-		return fail("no cluster %q", kctx.Cluster)
-	}
-	var user clientcmdv1.AuthInfo
-	for i := range kc.AuthInfos {
-		if kc.AuthInfos[i].Name == kctx.AuthInfo {
-			user = kc.AuthInfos[i].AuthInfo
-		}
-	}
-	if user.AuthProvider != nil {
-		return fail("auth-provider %q is not supported; use an exec plugin", user.AuthProvider.Name)
-	}
-	rel := func(p string) string {
-		if p == "" || filepath.IsAbs(p) {
-			return p
-		}
-		return filepath.Join(filepath.Dir(path), p)
-	}
-	cfg := &rest.Config{
-		Host: cluster.Server,
-		TLSClientConfig: rest.TLSClientConfig{
-			Insecure:   cluster.InsecureSkipTLSVerify,
-			ServerName: cluster.TLSServerName,
-			CAFile:     rel(cluster.CertificateAuthority),
-			CAData:     cluster.CertificateAuthorityData,
-			CertFile:   rel(user.ClientCertificate),
-			CertData:   user.ClientCertificateData,
-			KeyFile:    rel(user.ClientKey),
-			KeyData:    user.ClientKeyData,
-		},
-		BearerToken:     user.Token,
-		BearerTokenFile: rel(user.TokenFile),
-		Username:        user.Username,
-		Password:        user.Password,
-	}
-	if e := user.Exec; e != nil {
-		cfg.ExecProvider = &clientcmdapi.ExecConfig{
-			Command: e.Command, Args: e.Args, APIVersion: e.APIVersion, InstallHint: e.InstallHint,
-			ProvideClusterInfo: e.ProvideClusterInfo, InteractiveMode: clientcmdapi.ExecInteractiveMode(e.InteractiveMode),
-		}
-		if cfg.ExecProvider.InteractiveMode == "" {
-			cfg.ExecProvider.InteractiveMode = clientcmdapi.IfAvailableExecInteractiveMode
-		}
-		for _, v := range e.Env {
-			cfg.ExecProvider.Env = append(cfg.ExecProvider.Env, clientcmdapi.ExecEnvVar{Name: v.Name, Value: v.Value})
-		}
-	}
-	return cfg, nil
 }

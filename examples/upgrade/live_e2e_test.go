@@ -16,13 +16,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 )
 
-// TestKubeconfig runs the demo with -kubeconfig against a real control
-// plane, twice: the first run installs the set CRD, the second finds it and
-// the first run's Namespace and CRDs. Both must upgrade with zero gap.
-func TestKubeconfig(t *testing.T) {
+// TestLive runs the demo's live mode against a real control plane, the
+// ways a user would point it at a cluster: the first run finds the control
+// plane's kubeconfig through $KUBECONFIG alone (no -kubeconfig) and
+// installs the set CRD; the second merges a decoy kubeconfig before it in
+// $KUBECONFIG, whose current context names an unreachable server, and
+// picks the control plane with -context; the third has only the decoy in
+// $KUBECONFIG and names the control plane's file with -kubeconfig. The
+// later runs find the set CRD and the first run's Namespace and CRDs. All
+// must upgrade with zero gap.
+func TestLive(t *testing.T) {
 	if os.Getenv(controlplane.EnvBinDir) == "" {
 		t.Fatalf("$%s is not set: run hack/e2e.sh, or hack/controlplane/build.sh and export its output", controlplane.EnvBinDir)
 	}
@@ -37,17 +42,43 @@ func TestKubeconfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	dir := t.TempDir()
+	kubeconfig, decoy := filepath.Join(dir, "config"), filepath.Join(dir, "decoy")
 	if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(decoy, []byte(`apiVersion: v1
+kind: Config
+clusters:
+- name: decoy
+  cluster: {server: "https://127.0.0.1:1"}
+users:
+- name: decoy
+  user: {token: decoy}
+contexts:
+- name: decoy
+  context: {cluster: decoy, user: decoy}
+current-context: decoy
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBERNETES_SERVICE_HOST", "") // not in a pod, whatever runs the test
 
-	for _, run := range []string{"first run", "second run"} {
-		t.Run(run, func(t *testing.T) {
+	runs := []struct {
+		name, env string
+		target    target
+	}{
+		{"first run", kubeconfig, target{}},
+		{"second run", decoy + string(os.PathListSeparator) + kubeconfig, target{Context: "handoff"}},
+		{"third run", decoy, target{Kubeconfig: kubeconfig}},
+	}
+	for _, r := range runs {
+		t.Run(r.name, func(t *testing.T) {
+			t.Setenv("KUBECONFIG", r.env)
 			var out bytes.Buffer
 			began := time.Now()
-			s, err := runCluster(ctx, &out, kubeconfig)
-			t.Logf("%s in %v:\n%s\n%s", run, time.Since(began).Round(time.Millisecond), out.String(), s)
+			s, err := runCluster(ctx, &out, r.target)
+			t.Logf("%s in %v:\n%s\n%s", r.name, time.Since(began).Round(time.Millisecond), out.String(), s)
 			if err != nil {
 				if tail := cp.LogTail("kube-controller-manager", 20); tail != "" {
 					t.Logf("kube-controller-manager log:\n%s", tail)
@@ -69,8 +100,11 @@ func TestKubeconfig(t *testing.T) {
 			if got := s.String(); !strings.Contains(got, "== handoff:") || !strings.Contains(got, "gap: 0 absences") {
 				t.Errorf("summary does not read as the fake cluster's does:\n%s", got)
 			}
-			if strings.Contains(out.String(), "install CRD") != (run == "first run") {
-				t.Errorf("set CRD installed on the %s: %v", run, strings.Contains(out.String(), "install CRD"))
+			if first, _, _ := strings.Cut(out.String(), "\n"); !strings.HasSuffix(first, "(context handoff)") {
+				t.Errorf("first line %q does not name the control plane's context", first)
+			}
+			if strings.Contains(out.String(), "install CRD") != (r.name == "first run") {
+				t.Errorf("set CRD installed on the %s: %v", r.name, strings.Contains(out.String(), "install CRD"))
 			}
 		})
 	}
@@ -78,14 +112,12 @@ func TestKubeconfig(t *testing.T) {
 	// The record would have seen an absence: delete and re-create a
 	// watched ConfigMap, and the recorder must report exactly one gap.
 	t.Run("recorder sees an absence", func(t *testing.T) {
-		cfg, err := restConfig(kubeconfig)
+		t.Setenv("KUBECONFIG", kubeconfig)
+		c, err := connect(target{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		dyn, err := dynamic.NewForConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		dyn := c.dynamic
 		gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 		cms := dyn.Resource(gvr).Namespace("default")
 		cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
@@ -93,13 +125,9 @@ func TestKubeconfig(t *testing.T) {
 		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		mapper, err := discover(ctx, cfg, map[string]map[string][]*unstructured.Unstructured{"": {"": {cm}}})
-		if err != nil {
-			t.Fatal(err)
-		}
 		key := handofftest.KeyOf(cm)
 		key.Namespace = "default"
-		rec, err := record(ctx, dyn, mapper, []handofftest.Key{key})
+		rec, err := record(ctx, dyn, c.mapper, []handofftest.Key{key})
 		if err != nil {
 			t.Fatal(err)
 		}

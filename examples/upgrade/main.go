@@ -9,8 +9,11 @@
 // today (delete the main sets, finalizers delete every listed resource by
 // name, create the new sets afterwards) and prints both gaps side by side.
 //
-// With -kubeconfig PATH it runs the same upgrade against a real cluster
-// instead: it installs the TektonInstallerSet CRD if absent, runs the
+// With -live it runs the same upgrade against a real cluster instead,
+// found as kubectl finds it: the file of -kubeconfig, else the files of
+// $KUBECONFIG (merged), else ~/.kube/config, else the in-cluster config of
+// a pod; -context picks a kubeconfig context. -kubeconfig and -context
+// imply -live. It installs the TektonInstallerSet CRD if absent, runs the
 // library's executor and the set controller of package handofftest in
 // process against the API server (whose garbage collector then acts for
 // real), records every absence of a shared resource with watches, prints
@@ -23,6 +26,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -36,16 +40,17 @@ import (
 const namespace = "tekton-pipelines"
 
 func main() {
-	legacy := flag.Bool("legacy", false, "also run the upgrade as tektoncd/operator does today, and compare the gaps")
-	kubeconfig := flag.String("kubeconfig", "", "run the upgrade against the cluster of this kubeconfig file instead of the fake cluster")
-	flag.Parse()
+	o, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "upgrade:", err)
+		os.Exit(2)
+	}
 	ctx := context.Background()
-	if *kubeconfig != "" {
-		if *legacy {
-			fmt.Fprintln(os.Stderr, "upgrade: -legacy runs only on the fake cluster")
-			os.Exit(2)
-		}
-		s, err := runCluster(ctx, os.Stdout, *kubeconfig)
+	if o.live {
+		s, err := runCluster(ctx, os.Stdout, o.target)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "upgrade:", err)
 			os.Exit(1)
@@ -60,7 +65,7 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println(ours)
-	if *legacy {
+	if o.legacy {
 		old, err := run(ctx, io.Discard, true)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "legacy upgrade:", err)
@@ -68,6 +73,36 @@ func main() {
 		}
 		fmt.Println(old)
 	}
+}
+
+// options are the command's flags.
+type options struct {
+	legacy bool
+	live   bool
+	target target
+}
+
+// parseFlags reads the command's flags from args; usage and flag errors go
+// to errOut.
+func parseFlags(args []string, errOut io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("upgrade", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	fs.BoolVar(&o.legacy, "legacy", false, "also run the upgrade as tektoncd/operator does today, and compare the gaps")
+	fs.BoolVar(&o.live, "live", false, "run the upgrade against a real cluster instead of the fake one: the cluster of -kubeconfig, else of $KUBECONFIG, else of ~/.kube/config, else the in-cluster config")
+	fs.StringVar(&o.target.Kubeconfig, "kubeconfig", "", "kubeconfig `file` of the cluster to run against, instead of $KUBECONFIG and ~/.kube/config (implies -live)")
+	fs.StringVar(&o.target.Context, "context", "", "kubeconfig `context` to use instead of the current one (implies -live)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	o.live = o.live || o.target != target{}
+	if o.live && o.legacy {
+		return o, errors.New("-legacy runs only on the fake cluster")
+	}
+	return o, nil
 }
 
 // summary is what one upgrade did to the component's resources.
