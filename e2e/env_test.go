@@ -203,7 +203,7 @@ type monitor struct {
 	events map[string][]event
 }
 
-func startMonitor(t *testing.T, ctx context.Context, dyn dynamic.Interface) *monitor {
+func startMonitor(t testing.TB, ctx context.Context, dyn dynamic.Interface) *monitor {
 	t.Helper()
 	m := &monitor{events: map[string][]event{}}
 	var ready sync.WaitGroup
@@ -399,7 +399,7 @@ func (m *monitor) setUIDs(fam handoff.Family, t time.Time) map[string]map[types.
 }
 
 type env struct {
-	t          *testing.T
+	t          testing.TB
 	dyn        dynamic.Interface
 	mapper     meta.RESTMapper
 	ns, suffix string
@@ -413,7 +413,7 @@ type env struct {
 
 // newEnv makes the component "e2e-<name>": its namespace, family, an
 // executor and a set controller, both as the admin identity.
-func newEnv(t *testing.T, name string, prop metav1.DeletionPropagation) *env {
+func newEnv(t testing.TB, name string, prop metav1.DeletionPropagation) *env {
 	t.Helper()
 	dyn, err := dynamic.NewForConfig(cp.Config())
 	if err != nil {
@@ -505,12 +505,23 @@ func (e *env) converge(ctx context.Context, d *handoff.Desired) {
 // drive steps exec (and calls reconcile, if not nil, after each step) until
 // the plan is settled and no set of the family is deleting, or ctx ends.
 // With reconcile, nothing else changes the sets between rounds, so it
-// checks I5 with handofftest.Gate after every round (with a set controller
-// running on its own, monitor.gating checks I5). Errors of single rounds
-// are logged and retried; it fails the test after 60 s.
+// checks I5 with handofftest.Gate from the first round on (with a set
+// controller running on its own, monitor.gating checks I5). Errors of
+// single rounds are logged and retried; it fails the test after 60 s.
 func (e *env) drive(ctx context.Context, exec *handoff.Executor, d *handoff.Desired, reconcile func(context.Context) error) {
 	e.t.Helper()
 	var gate handofftest.Gate
+	if d != nil && reconcile != nil {
+		// The state before the first round, so that the first round is
+		// checked too.
+		sets, err := e.sets(ctx)
+		if err != nil {
+			e.t.Fatalf("list sets: %v", err)
+		}
+		if gerr := gate.Check(sets, *d); gerr != nil {
+			e.t.Errorf("before the first round: %v", gerr)
+		}
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	for rounds := 1; ; rounds++ {
 		if time.Now().After(deadline) {

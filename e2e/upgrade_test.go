@@ -90,31 +90,7 @@ func TestUpgrade(t *testing.T) {
 		v2 := e.desire("v2")
 		began := time.Now()
 		e.ctrl.Legacy = true
-		sets, err := e.sets(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fg := metav1.DeletePropagationForeground
-		for _, s := range sets {
-			if err := e.dyn.Resource(e.fam.Resource).Delete(ctx, s.Name, metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil && !apierrors.IsNotFound(err) {
-				t.Fatal(err)
-			}
-			e.writes++
-		}
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			if time.Now().After(deadline) {
-				t.Fatal("v1 sets not gone after 60s")
-			}
-			if err := e.ctrl.Reconcile(ctx); err != nil {
-				t.Logf("reconcile: %v (retrying)", err)
-			}
-			left, err := e.sets(ctx)
-			if err == nil && len(left) == 0 {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		e.writes += e.legacyRetire(ctx, nil, 60*time.Second)
 		e.converge(ctx, v2)
 		e.ctrl.Legacy = false
 		took := time.Since(began)
@@ -137,6 +113,47 @@ func TestUpgrade(t *testing.T) {
 	t.Logf("%-22s %8s %12s %11s %10s", "scenario", "deleted", "absence ms", "exec writes", "upgrade")
 	for _, r := range summary {
 		t.Logf("%-22s %8d %12d %11d %10v", r.scenario, r.deleted, r.longest.Milliseconds(), r.writes, r.took.Round(time.Millisecond))
+	}
+}
+
+// legacyRetire is the first half of an upgrade as tektoncd/operator does
+// it today (CleanupMainSet): it deletes every set of the family,
+// Foreground, through del (nil: the env's client), then runs the set
+// controller until they are gone; it fails the test after wait. With
+// e.ctrl.Legacy set, the controller's finalizer deletes every resource a
+// set lists, by name. The second half is an ordinary convergence to the
+// new generation, whose sets are created into an empty family. It returns
+// the number of sets deleted.
+func (e *env) legacyRetire(ctx context.Context, del func(ctx context.Context, name string, opts metav1.DeleteOptions) error, wait time.Duration) int {
+	e.t.Helper()
+	if del == nil {
+		del = func(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+			return e.dyn.Resource(e.fam.Resource).Delete(ctx, name, opts)
+		}
+	}
+	sets, err := e.sets(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	fg := metav1.DeletePropagationForeground
+	for _, s := range sets {
+		if err := del(ctx, s.Name, metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil && !apierrors.IsNotFound(err) {
+			e.t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("sets not gone after %v", wait)
+		}
+		if err := e.ctrl.Reconcile(ctx); err != nil {
+			e.t.Logf("reconcile: %v (retrying)", err)
+		}
+		left, err := e.sets(ctx)
+		if err == nil && len(left) == 0 {
+			return len(sets)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
