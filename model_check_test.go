@@ -1,0 +1,577 @@
+package handoff_test
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/kube-handoff/handoff"
+	"github.com/kube-handoff/handoff/handofftest"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// This file holds the model's checks. They read nothing the library
+// computes: a set is read here from its labels, name, annotations, status
+// and spec.manifests by the rules of the contract, and every invariant is
+// judged on the cluster's recorded writes, replayed one by one, so each
+// state an API call (or a garbage-collector pass) left is checked.
+
+// mSet is the model's reading of a set object.
+type mSet struct {
+	key        handofftest.Key
+	uid        types.UID
+	inFamily   bool
+	gen, role  string
+	badEntry   bool // a spec.manifests entry without kind or name
+	deleting   bool
+	ready      bool // Ready=True for its metadata.generation
+	superseded bool // carries the superseded mark
+	hash       string
+	refs       []handofftest.Key
+}
+
+func (s mSet) readable() bool { return s.inFamily && s.gen != "" && s.role != "" && !s.badEntry }
+
+func (s mSet) String() string {
+	role := s.role
+	if role == "" {
+		role = "?"
+	}
+	st := ""
+	switch {
+	case s.deleting:
+		st = ", deleting"
+	case s.superseded:
+		st = ", superseded"
+	case s.ready:
+		st = ", Ready"
+	}
+	return fmt.Sprintf("%s (%s/%s%s)", s.key.Name, s.gen, role, st)
+}
+
+func (s mSet) lists(k handofftest.Key) bool { return slices.Contains(s.refs, k) }
+
+// readyFor reports whether the set is Ready for the current spec of role r
+// of desired d: not deleting, not superseded, Ready for its metadata
+// generation, with the role's hash.
+func (s mSet) readyFor(d modelDesired, r string) bool {
+	return s.readable() && !s.deleting && !s.superseded && s.ready &&
+		s.gen == genName(d.Gen) && s.role == r && s.hash == roleHash(d.Gen, r, d.H)
+}
+
+// old reports whether the set is of neither the desired generation nor one
+// of its roles (a duplicate of a desired role is not old).
+func (s mSet) old(d modelDesired) bool {
+	return s.gen != genName(d.Gen) || !slices.Contains(d.roles(), s.role)
+}
+
+func isSetKey(k handofftest.Key) bool { return k.Group == mSetGroup && k.Kind == mSetKind }
+
+// deriveSet reads a set object as the model understands the contract.
+func deriveSet(u *unstructured.Unstructured) mSet {
+	s := mSet{key: handofftest.KeyOf(u), uid: u.GetUID()}
+	lbls := u.GetLabels()
+	s.inFamily = isSetKey(s.key) && lbls[mCreatedBy] == "TektonPipeline" && lbls[mType] == "main"
+	s.gen = lbls[mGeneration]
+	s.role = lbls[handoff.DefaultRoleLabel]
+	if s.role == "" {
+		s.role, _ = legacyRole(u)
+	}
+	ann := u.GetAnnotations()
+	s.hash = ann[mHash]
+	s.superseded = ann[handoff.DefaultSupersededAnnotation] != ""
+	s.deleting = u.GetDeletionTimestamp() != nil
+	if st, ok := u.Object["status"].(map[string]any); ok {
+		og, ok := st["observedGeneration"].(int64)
+		conds, _ := st["conditions"].([]any)
+		for _, c := range conds {
+			if c, _ := c.(map[string]any); c["type"] == "Ready" && c["status"] == "True" && ok && og == u.GetGeneration() {
+				s.ready = true
+			}
+		}
+	}
+	items, _, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "manifests")
+	list, _ := items.([]any)
+	for _, it := range list {
+		m, _ := it.(map[string]any)
+		e := &unstructured.Unstructured{Object: m}
+		if m == nil || e.GetKind() == "" || e.GetName() == "" {
+			s.badEntry = true
+			continue
+		}
+		gv, _ := schema.ParseGroupVersion(e.GetAPIVersion())
+		k := handofftest.Key{Group: gv.Group, Kind: e.GetKind(), Namespace: e.GetNamespace(), Name: e.GetName()}
+		if mk, ok := mKindOf(schema.GroupKind{Group: k.Group, Kind: k.Kind}); ok && !mk.namespaced {
+			k.Namespace = ""
+		} else if k.Namespace == "" {
+			k.Namespace = ann[mTargetNS]
+		}
+		s.refs = append(s.refs, k)
+	}
+	return s
+}
+
+// violation is one broken invariant.
+type violation struct {
+	// Inv names the invariant: I1, keep, I2, I3, I4, I5 or writes.
+	Inv string
+	// Op is the operation during which it broke: 0 for the setup, 1 … n
+	// for the walk's operations, n+1 for the final convergence.
+	Op  int
+	At  time.Time
+	Msg string
+}
+
+func (v violation) String() string {
+	return fmt.Sprintf("%s at %s (op %d): %s", v.Inv, v.At.Format(time.TimeOnly), v.Op, v.Msg)
+}
+
+// span is the stretch of the cluster's clock one operation took.
+type span struct {
+	from, to time.Time
+	desired  *modelDesired
+	// structural: the operation changed the desired generation or the
+	// family's sets from outside.
+	structural bool
+}
+
+// checker replays the cluster's writes over its own copy of the state.
+type checker struct {
+	spans   []span
+	objs    map[handofftest.Key]*unstructured.Unstructured
+	sets    map[handofftest.Key]mSet // the family's sets, as read now
+	listed  map[handofftest.Key]bool // listed by a family set at some time
+	existed map[handofftest.Key]bool
+	kept    map[handofftest.Key]bool // carried the keep annotation at some time
+	decoys  map[handofftest.Key]bool
+	// goneAt and fgAt say when an object (by UID) was removed, or began
+	// deleting in Foreground; since says when each set began to list each
+	// resource. A resource the garbage collector deletes was garbage from
+	// the moment its last owner went.
+	goneAt map[types.UID]time.Time
+	fgAt   map[types.UID]time.Time
+	since  map[handofftest.Key]map[handofftest.Key]time.Time
+	vs     []violation
+	span   int
+	writes int
+	window *writeWindow
+	prev   convergence
+	// upgrades counts the write-count windows closed, maxWrites the most
+	// writes to one shared resource in any of them.
+	upgrades, maxWrites int
+}
+
+// convergence is the family's state at the end of an operation.
+type convergence struct {
+	ok      bool
+	desired *modelDesired
+	refs    map[handofftest.Key]bool
+}
+
+// writeWindow counts writes per resource over one upgrade: from a desired
+// change made while the family had converged, until it converges again.
+type writeWindow struct {
+	start    int
+	from, to modelDesired
+	fromRefs map[handofftest.Key]bool
+	writes   map[handofftest.Key][]handofftest.Write
+}
+
+func newChecker(spans []span, decoys []handofftest.Key) *checker {
+	ch := &checker{
+		spans: spans, objs: map[handofftest.Key]*unstructured.Unstructured{}, sets: map[handofftest.Key]mSet{},
+		listed: map[handofftest.Key]bool{}, existed: map[handofftest.Key]bool{}, kept: map[handofftest.Key]bool{},
+		decoys: map[handofftest.Key]bool{}, goneAt: map[types.UID]time.Time{}, fgAt: map[types.UID]time.Time{},
+		since: map[handofftest.Key]map[handofftest.Key]time.Time{},
+	}
+	for _, k := range decoys {
+		ch.decoys[k] = true
+	}
+	return ch
+}
+
+func (ch *checker) fail(inv string, at time.Time, format string, a ...any) {
+	ch.vs = append(ch.vs, violation{Inv: inv, Op: ch.span, At: at, Msg: fmt.Sprintf(format, a...)})
+}
+
+// replay checks every write in order, then the end state.
+func (ch *checker) replay(writes []handofftest.Write) {
+	for _, w := range writes {
+		for ch.span < len(ch.spans)-1 && w.Time.After(ch.spans[ch.span].to) {
+			ch.endSpan()
+			ch.span++
+		}
+		ch.write(w)
+	}
+	for ch.span < len(ch.spans)-1 {
+		ch.endSpan()
+		ch.span++
+	}
+	ch.endSpan()
+	ch.final()
+}
+
+func isExecutor(actor string) bool { return strings.HasPrefix(actor, "executor-") }
+
+// write checks one write against the state before it, then applies it.
+func (ch *checker) write(w handofftest.Write) {
+	ch.writes++
+	sp := ch.spans[ch.span]
+	key := w.Key
+	before := ch.objs[key]
+	gone := w.Effect == handofftest.Deleting || (w.Effect == handofftest.Removed && (before == nil || before.GetDeletionTimestamp() == nil))
+	switch {
+	case gone && isSetKey(key) && before != nil:
+		ch.retired(w, deriveSet(before), sp.desired)
+	case gone:
+		ch.deleted(w, before)
+	case w.Effect == handofftest.Created && isSetKey(key) && isExecutor(w.Actor):
+		ch.created(w, deriveSet(w.Object))
+	}
+	ch.contained(w, before)
+	if ch.window != nil {
+		if _, ok := ch.window.fromRefs[key]; ok && (w.Effect == handofftest.Created || w.Effect == handofftest.Updated) &&
+			w.Actor != handofftest.GCActor && w.Actor != handofftest.SeedActor && w.Actor != "legacy" {
+			ch.window.writes[key] = append(ch.window.writes[key], w)
+		}
+	}
+	if w.Effect == handofftest.Removed {
+		ch.goneAt[w.UID] = w.Time
+		delete(ch.objs, key)
+		delete(ch.sets, key)
+		delete(ch.since, key)
+		return
+	}
+	if _, ok := ch.fgAt[w.UID]; !ok && w.Object.GetDeletionTimestamp() != nil && slices.Contains(w.Object.GetFinalizers(), handofftest.FinalizerForeground) {
+		ch.fgAt[w.UID] = w.Time
+	}
+	ch.objs[key] = w.Object
+	ch.existed[key] = true
+	if w.Object.GetAnnotations()[mKeep] == handoff.KeepValue {
+		ch.kept[key] = true
+	}
+	if isSetKey(key) {
+		if s := deriveSet(w.Object); s.inFamily {
+			ch.sets[key] = s
+			old := ch.since[key]
+			next := make(map[handofftest.Key]time.Time, len(s.refs))
+			for _, r := range s.refs {
+				ch.listed[r] = true
+				next[r] = w.Time
+				if t, ok := old[r]; ok {
+					next[r] = t
+				}
+			}
+			ch.since[key] = next
+		}
+	}
+}
+
+// deleted checks I1 and keep: an object a live set of the family lists is
+// never deleted, nor is a protected or keep-annotated one. A set that came
+// to list an object only once it was garbage (its owners gone) could not
+// have kept it from the garbage collector.
+func (ch *checker) deleted(w handofftest.Write, before *unstructured.Unstructured) {
+	garbage := w.Time
+	if w.Actor == handofftest.GCActor && before != nil {
+		garbage = ch.garbageSince(before, w.Time)
+	}
+	for _, s := range ch.sortedSets() {
+		if !s.deleting && s.lists(w.Key) && !ch.since[s.key][w.Key].After(garbage) {
+			ch.fail("I1", w.Time, "%s %s %s (%s) while live set %s lists it", w.Actor, w.Verb, w.Key, w.Effect, s)
+			break
+		}
+	}
+	gk := schema.GroupKind{Group: w.Key.Group, Kind: w.Key.Kind}
+	switch {
+	case mProtected[gk]:
+		ch.fail("keep", w.Time, "%s %s protected %s (%s)", w.Actor, w.Verb, w.Key, w.Effect)
+	case before != nil && before.GetAnnotations()[mKeep] == handoff.KeepValue:
+		ch.fail("keep", w.Time, "%s %s keep-annotated %s (%s)", w.Actor, w.Verb, w.Key, w.Effect)
+	}
+}
+
+// garbageSince returns when the last owner of obj went away (was removed,
+// or began deleting in Foreground), or now if one has not.
+func (ch *checker) garbageSince(obj *unstructured.Unstructured, now time.Time) time.Time {
+	var last time.Time
+	for _, o := range obj.GetOwnerReferences() {
+		t, ok := ch.goneAt[o.UID]
+		if f, fok := ch.fgAt[o.UID]; fok && (!ok || f.Before(t)) {
+			t, ok = f, true
+		}
+		if !ok {
+			return now
+		}
+		if t.After(last) {
+			last = t
+		}
+	}
+	if last.IsZero() {
+		return now
+	}
+	return last
+}
+
+// retired checks a set going away: I5 for an executor's retirement of an
+// old set, and that no executor ever retires a set it cannot read.
+func (ch *checker) retired(w handofftest.Write, s mSet, d *modelDesired) {
+	if !s.inFamily || !isExecutor(w.Actor) || w.Verb != "delete" {
+		return
+	}
+	if !s.readable() {
+		ch.fail("I4", w.Time, "%s retired unreadable set %s", w.Actor, s)
+		return
+	}
+	if d == nil || !s.old(*d) {
+		return
+	}
+	for _, r := range d.roles() {
+		ok := false
+		for _, o := range ch.sets {
+			ok = ok || o.readyFor(*d, r)
+		}
+		if !ok {
+			ch.fail("I5", w.Time, "%s retired %s while role %s of desired %s had no set Ready for its current spec; family: %s",
+				w.Actor, s, r, d, ch.familyString())
+			return
+		}
+	}
+}
+
+// created checks I2: an executor never creates a second set of a
+// (generation, role).
+func (ch *checker) created(w handofftest.Write, s mSet) {
+	for _, o := range ch.sortedSets() {
+		if o.readable() && o.gen == s.gen && o.role == s.role {
+			ch.fail("I2", w.Time, "%s created %s while %s exists", w.Actor, s, o)
+			return
+		}
+	}
+}
+
+// contained checks I4: the library and the controller write only the
+// family's sets and what they list; the executor changes only owners; the
+// garbage collector never touches the decoys.
+func (ch *checker) contained(w handofftest.Write, before *unstructured.Unstructured) {
+	switch w.Actor {
+	case handofftest.SeedActor, "legacy":
+		return
+	case handofftest.GCActor:
+		if ch.decoys[w.Key] {
+			ch.fail("I4", w.Time, "garbage collector %s decoy %s (%s)", w.Verb, w.Key, w.Effect)
+		}
+		return
+	}
+	if isSetKey(w.Key) {
+		if !deriveSet(w.Object).inFamily {
+			ch.fail("I4", w.Time, "%s %s set %s outside the family (%s)", w.Actor, w.Verb, w.Key, w.Effect)
+		}
+		return
+	}
+	if ch.decoys[w.Key] || !ch.listed[w.Key] {
+		ch.fail("I4", w.Time, "%s %s %s, which no set of the family lists (%s)", w.Actor, w.Verb, w.Key, w.Effect)
+		return
+	}
+	if isExecutor(w.Actor) && w.Verb == "delete" && before != nil &&
+		slices.Contains(handoff.DefaultPruneOptions().Unowned, before.GroupVersionKind().GroupKind()) {
+		// The retirement of a set without a finalizer deletes the obsolete
+		// objects of the kinds installed without an owner (or owned by that
+		// set alone); I1 checks that no live set lists them.
+		return
+	}
+	if isExecutor(w.Actor) && (before == nil || w.Effect != handofftest.Updated || !sameButOwners(before, w.Object)) {
+		ch.fail("I4", w.Time, "%s %s %s beyond its ownerReferences (%s)", w.Actor, w.Verb, w.Key, w.Effect)
+	}
+}
+
+// sameButOwners reports whether a and b differ in nothing but what a
+// handover or release writes: the ownerReferences and the mark of the set
+// released (handoff.ReleasedAnnotation).
+func sameButOwners(a, b *unstructured.Unstructured) bool {
+	strip := func(u *unstructured.Unstructured) map[string]any {
+		c := u.DeepCopy()
+		c.SetOwnerReferences(nil)
+		c.SetResourceVersion("")
+		c.SetManagedFields(nil)
+		if ann := c.GetAnnotations(); ann != nil {
+			delete(ann, handoff.ReleasedAnnotation)
+			if len(ann) == 0 {
+				ann = nil
+			}
+			c.SetAnnotations(ann)
+		}
+		return c.Object
+	}
+	return reflect.DeepEqual(strip(a), strip(b))
+}
+
+func (ch *checker) sortedSets() []mSet {
+	keys := slices.Collect(maps.Keys(ch.sets))
+	sort.Slice(keys, func(i, j int) bool { return keys[i].Name < keys[j].Name })
+	out := make([]mSet, len(keys))
+	for i, k := range keys {
+		out[i] = ch.sets[k]
+	}
+	return out
+}
+
+func (ch *checker) familyString() string {
+	var parts []string
+	for _, s := range ch.sortedSets() {
+		parts = append(parts, s.String())
+	}
+	return strings.Join(parts, ", ")
+}
+
+// converged reports whether the family's readable sets are exactly one
+// per role of d, each Ready for its current spec (none at all for d nil),
+// and returns what they list.
+func (ch *checker) converged(d *modelDesired) (bool, map[handofftest.Key]bool) {
+	refs := map[handofftest.Key]bool{}
+	count := map[string]int{}
+	ok := true
+	for _, s := range ch.sets {
+		if !s.readable() {
+			continue
+		}
+		if d == nil || s.old(*d) || !s.readyFor(*d, s.role) {
+			ok = false
+		}
+		count[s.role]++
+		for _, r := range s.refs {
+			refs[r] = true
+		}
+	}
+	if d != nil {
+		for _, r := range d.roles() {
+			ok = ok && count[r] == 1
+		}
+	}
+	return ok, refs
+}
+
+// endSpan closes the checks of one operation: it opens, ends or drops the
+// write-count window of an upgrade.
+func (ch *checker) endSpan() {
+	sp := ch.spans[ch.span]
+	ok, refs := ch.converged(sp.desired)
+	if win := ch.window; win != nil {
+		switch {
+		case sp.structural:
+			ch.window = nil
+		case ok:
+			ch.closeWindow(refs)
+			ch.window = nil
+		}
+	}
+	if sp.structural && ch.prev.ok && ch.prev.desired != nil && sp.desired != nil && *sp.desired != *ch.prev.desired {
+		ch.window = &writeWindow{start: ch.span, from: *ch.prev.desired, to: *sp.desired, fromRefs: ch.prev.refs, writes: map[handofftest.Key][]handofftest.Write{}}
+	}
+	ch.prev = convergence{ok: ok, desired: sp.desired, refs: refs}
+}
+
+// closeWindow checks that no resource both generations list was written
+// more than twice over the upgrade.
+func (ch *checker) closeWindow(refs map[handofftest.Key]bool) {
+	win := ch.window
+	ch.upgrades++
+	for k, ws := range win.writes {
+		if refs[k] {
+			ch.maxWrites = max(ch.maxWrites, len(ws))
+		}
+	}
+	keys := slices.Collect(maps.Keys(win.writes))
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	for _, k := range keys {
+		ws := win.writes[k]
+		if !refs[k] || len(ws) <= 2 {
+			continue
+		}
+		var lines []string
+		for _, w := range ws {
+			lines = append(lines, fmt.Sprintf("%s %s by %s", w.Time.Format(time.TimeOnly), w.Verb, w.Actor))
+		}
+		ch.vs = append(ch.vs, violation{Inv: "writes", Op: ch.span, At: ws[2].Time,
+			Msg: fmt.Sprintf("%s written %d times over the upgrade %s → %s (op %d on), want at most 2: %s",
+				k, len(ws), win.from, win.to, win.start, strings.Join(lines, "; "))})
+	}
+}
+
+// final checks I2 and I3 on the end state: only the desired sets, each
+// Ready, what they list present, what only older sets listed gone, and
+// kept and protected objects present and owned by no retired set.
+func (ch *checker) final() {
+	sp := ch.spans[len(ch.spans)-1]
+	d := sp.desired
+	at := sp.to
+	type setView struct{ Gen, Role string }
+	var want, got []setView
+	if d != nil {
+		for _, r := range d.roles() {
+			want = append(want, setView{genName(d.Gen), r})
+		}
+	}
+	current := map[handofftest.Key]bool{}
+	live := map[types.UID]bool{}
+	var notReady []string
+	for _, s := range ch.sortedSets() {
+		live[s.uid] = true
+		for _, r := range s.refs {
+			current[r] = true
+		}
+		if !s.readable() {
+			continue // never the library's to remove
+		}
+		got = append(got, setView{s.gen, s.role})
+		if d != nil && !s.readyFor(*d, s.role) {
+			notReady = append(notReady, s.String())
+		}
+	}
+	less := func(a, b setView) int { return strings.Compare(a.Gen+"/"+a.Role, b.Gen+"/"+b.Role) }
+	slices.SortFunc(want, less)
+	slices.SortFunc(got, less)
+	if diff := cmp.Diff(want, got); diff != "" {
+		ch.fail("I3", at, "sets after the final convergence (-want +got):\n%s", diff)
+	}
+	if len(notReady) > 0 {
+		ch.fail("I3", at, "sets not Ready for desired %s after the final convergence: %s", d, strings.Join(notReady, ", "))
+	}
+	keys := slices.Collect(maps.Keys(ch.listed))
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	for _, k := range keys {
+		obj, exists := ch.objs[k]
+		keep := mProtected[schema.GroupKind{Group: k.Group, Kind: k.Kind}] || ch.kept[k]
+		switch {
+		case d != nil && current[k] && !exists && ch.listedByDesired(k):
+			ch.fail("I3", at, "%s, listed by a desired set, is missing", k)
+		case current[k]:
+		case keep && ch.existed[k] && !exists:
+			ch.fail("keep", at, "kept %s is gone", k)
+		case keep && exists:
+			for _, o := range obj.GetOwnerReferences() {
+				if !live[o.UID] {
+					ch.fail("keep", at, "kept %s still names retired set %s (uid %s)", k, o.Name, o.UID)
+				}
+			}
+		case exists:
+			ch.fail("I3", at, "%s, which only older sets listed, is still there", k)
+		}
+	}
+}
+
+func (ch *checker) listedByDesired(k handofftest.Key) bool {
+	for _, s := range ch.sets {
+		if s.readable() && s.lists(k) {
+			return true
+		}
+	}
+	return false
+}
