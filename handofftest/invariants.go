@@ -64,9 +64,15 @@ func minTime(a, b time.Time) time.Time {
 // [handoff.ErrInvalidSet]: the library never retires such a set, so a
 // family that holds one has not converged.
 func CheckConverged(c *Cluster, fam handoff.Family, desired *handoff.Desired) error {
+	return CheckSets(familySets(c, fam), desired)
+}
+
+// CheckSets is [CheckConverged] over sets listed by the caller, such as a
+// List from a real cluster observed with [handoff.Family.ObserveAll].
+func CheckSets(sets []handoff.Set, desired *handoff.Desired) error {
 	var errs []error
 	count := map[string]int{}
-	for _, s := range familySets(c, fam) {
+	for _, s := range sets {
 		switch {
 		case s.Invalid != nil:
 			errs = append(errs, fmt.Errorf("I3: %w", s.Invalid))

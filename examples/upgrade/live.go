@@ -89,7 +89,7 @@ func runCluster(ctx context.Context, out io.Writer, t target) (summary, error) {
 	if err != nil {
 		return s, err
 	}
-	if err := checkConverged(sets, v2); err != nil {
+	if err := handofftest.CheckSets(sets, v2); err != nil {
 		return s, err
 	}
 	s.gaps = gaps
@@ -371,27 +371,4 @@ func onlyDesired(sets []handoff.Set, desired *handoff.Desired) bool {
 		}
 	}
 	return true
-}
-
-// checkConverged is handofftest.CheckConverged (I2, I3) over a live list.
-func checkConverged(sets []handoff.Set, desired *handoff.Desired) error {
-	var errs []error
-	count := map[string]int{}
-	for _, s := range sets {
-		switch {
-		case s.Generation != desired.Generation:
-			errs = append(errs, fmt.Errorf("I3: %s of an old generation remains", s))
-		case s.Deleting:
-			errs = append(errs, fmt.Errorf("I3: %s is still being deleted", s))
-		case s.Readiness.State != handoff.Ready:
-			errs = append(errs, fmt.Errorf("I3: %s is %s", s, s.Readiness))
-		}
-		count[s.Role]++
-	}
-	for _, r := range desired.Roles {
-		if count[r.Name] != 1 {
-			errs = append(errs, fmt.Errorf("I2: %d sets of %s/%s, want 1", count[r.Name], desired.Generation, r.Name))
-		}
-	}
-	return errors.Join(errs...)
 }
