@@ -150,14 +150,7 @@ func component(ns, suffix, gen string) map[string][]*unstructured.Unstructured {
 	static = append(static, obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "", role, map[string]any{
 		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
 		"subjects": []any{map[string]any{"kind": "ServiceAccount", "name": "e2e-controller", "namespace": ns}}}))
-	static = append(static, obj("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "", "e2e-webhook-"+suffix, map[string]any{
-		"webhooks": []any{map[string]any{
-			"name": "validate." + gen + ".e2e.example.com", "sideEffects": "None", "failurePolicy": "Ignore",
-			"admissionReviewVersions": []any{"v1"},
-			"clientConfig":            map[string]any{"url": "https://127.0.0.1:1/x"},
-			"rules": []any{map[string]any{"apiGroups": []any{"nonexistent.e2e.example.com"}, "apiVersions": []any{"v1"},
-				"resources": []any{"things"}, "operations": []any{"CREATE"}}},
-		}}}))
+	static = append(static, obj("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "", "e2e-webhook-"+suffix, webhookBody(gen)))
 	labels := map[string]any{"app": "e2e-controller"}
 	deploy = append(deploy, obj("apps/v1", "Deployment", ns, "e2e-controller", map[string]any{"spec": map[string]any{
 		"replicas": int64(0),
@@ -672,4 +665,17 @@ func (e *env) checkSets(ctx context.Context, gen string) {
 	if roles["static"] != 1 || roles["deployment"] != 1 || len(sets) != 2 {
 		e.t.Errorf("sets per role %v, want one static and one deployment set", roles)
 	}
+}
+
+// webhookBody is a validating webhook configuration that matches no request
+// (a group nobody serves) and fails open, so installing it changes nothing.
+func webhookBody(gen string) map[string]any {
+	return map[string]any{
+		"webhooks": []any{map[string]any{
+			"name": "validate." + gen + ".e2e.example.com", "sideEffects": "None", "failurePolicy": "Ignore",
+			"admissionReviewVersions": []any{"v1"},
+			"clientConfig":            map[string]any{"url": "https://127.0.0.1:1/x"},
+			"rules": []any{map[string]any{"apiGroups": []any{"nonexistent.e2e.example.com"}, "apiVersions": []any{"v1"},
+				"resources": []any{"things"}, "operations": []any{"CREATE"}}},
+		}}}
 }

@@ -513,14 +513,7 @@ func scaleComponent(ns, suffix, gen string, n int) (map[string][]*unstructured.U
 				"template": map[string]any{"metadata": map[string]any{"labels": sel}, "spec": map[string]any{
 					"containers": []any{map[string]any{"name": "main", "image": "example.com/e2e:" + gen}}}}}}))
 		default:
-			static = append(static, obj("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "", cluster(i), map[string]any{
-				"webhooks": []any{map[string]any{
-					"name": "validate." + gen + ".e2e.example.com", "sideEffects": "None", "failurePolicy": "Ignore",
-					"admissionReviewVersions": []any{"v1"},
-					"clientConfig":            map[string]any{"url": "https://127.0.0.1:1/x"},
-					"rules": []any{map[string]any{"apiGroups": []any{"nonexistent.e2e.example.com"}, "apiVersions": []any{"v1"},
-						"resources": []any{"things"}, "operations": []any{"CREATE"}}},
-				}}}))
+			static = append(static, obj("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "", cluster(i), webhookBody(gen)))
 		}
 	}
 	static = append(static, obj("v1", "ConfigMap", ns, onlyIn(gen), map[string]any{"data": map[string]any{"version": gen}}))
