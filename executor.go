@@ -58,10 +58,10 @@ type Executor struct {
 	Sets SetClient
 	// Cache, if set, is where Step reads the family from (an informer's
 	// lister), so a steady-state reconcile makes no API call. A cache can
-	// lag, so a Step whose plan retires a set confirms it first: it lists
-	// the family from the API server and plans again from that, and only
-	// that plan is carried out. Creates, updates and marks need no
-	// confirmation: names, UIDs and resourceVersions keep them safe.
+	// lag, so a Step whose plan retires or creates a set confirms it first:
+	// it lists the family from the API server and plans again from that,
+	// and only that plan is carried out. Updates and marks need no
+	// confirmation: UIDs and resourceVersions keep them safe.
 	// Finalize always reads from the API server.
 	Cache SetLister
 	// Objects reaches the resources sets list, for the ownership handover
@@ -142,9 +142,9 @@ type Result struct {
 	// and count as listers of what they could be read to list; Step
 	// carries out the plan for the rest and returns their errors.
 	Invalid []Set
-	// Confirmed is true when the plan made from [Executor.Cache] retired a
-	// set, so the Step listed the family from the API server and planned
-	// again; Plan is then the confirmed plan.
+	// Confirmed is true when the plan made from [Executor.Cache] retired or
+	// created a set, so the Step listed the family from the API server and
+	// planned again; Plan is then the confirmed plan.
 	Confirmed bool
 }
 
@@ -265,15 +265,17 @@ func (r *run) deciderFor() *decider {
 }
 
 // owners returns the ownerReferences a kept resource gets: its successor
-// first, then every other set of the view that lists it and is not being
-// deleted.
+// first, then every other set of the view that lists it, is not being
+// deleted and is not retired by this call.
 func (r *run) owners(it Item, retiring types.UID) []metav1.OwnerReference {
 	d := r.deciderFor()
 	i := slices.IndexFunc(r.view, func(s Set) bool { return s.UID == retiring })
 	out := []metav1.OwnerReference{r.family.OwnerReference(Set{Name: it.Successor, UID: it.SuccessorUID})}
 	if k, ok := d.slotOf(i, it.Ref); ok {
 		d.listers(k, d.excluded(i), func(j int) bool {
-			if s := r.view[j]; s.UID != it.SuccessorUID {
+			// Sets this call retires later are going anyway: naming them
+			// only costs each a write more when its turn comes.
+			if s := r.view[j]; s.UID != it.SuccessorUID && !slices.Contains(r.retiring, s.UID) {
 				out = append(out, r.family.OwnerReference(s))
 			}
 			return true
@@ -303,8 +305,8 @@ func (r *run) record(c Call) {
 // sets has been carried out.
 //
 // With [Executor.Cache] the family is read from the cache, and a plan that
-// retires anything is made again from a List on the API server before any
-// of it is carried out.
+// retires or creates anything is made again from a List on the API server
+// before any of it is carried out.
 func (e *Executor) Step(ctx context.Context, desired *Desired) (Result, error) {
 	r, err := e.start()
 	if err != nil {
@@ -320,8 +322,11 @@ func (e *Executor) Step(ctx context.Context, desired *Desired) (Result, error) {
 		return Result{}, err
 	}
 	res, plan, err := r.plan(desired)
-	if err == nil && fromCache && len(plan.Of(ActionRetire)) > 0 {
-		// Never retire from a cache: confirm on the API server.
+	if err == nil && fromCache && len(plan.Of(ActionRetire))+len(plan.Of(ActionCreate)) > 0 {
+		// Never retire or create from a cache: confirm on the API server.
+		// (A create by the deterministic name cannot duplicate a set the
+		// executor made, but it can one made before, with GenerateName,
+		// that the cache does not show yet.)
 		if err := r.observe(ctx); err != nil {
 			return Result{}, err
 		}

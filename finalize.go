@@ -67,18 +67,14 @@ func (e *Executor) Finalize(ctx context.Context, set *unstructured.Unstructured)
 	others := r.others(retiring.UID)
 	res := FinalizeResult{Decision: r.decide(retiring.UID)}
 	var errs []error
-	for _, it := range res.Decision.Items {
-		if err := ctx.Err(); err != nil {
-			errs = append(errs, err)
-			break
-		}
+	settle := func(it Item, others []Set) {
 		done, err := r.settle(ctx, retiring, others, it, true)
 		if err != nil {
 			if it.Verdict == Keep {
 				err = fmt.Errorf("hand over to %s: %w", it.Successor, err)
 			}
 			errs = append(errs, &ResourceError{Ref: it.Ref, Err: err})
-			continue
+			return
 		}
 		switch done.Verdict {
 		case Keep:
@@ -87,6 +83,38 @@ func (e *Executor) Finalize(ctx context.Context, set *unstructured.Unstructured)
 			res.Deleted = append(res.Deleted, done)
 		default:
 			res.Skipped = append(res.Skipped, done)
+		}
+	}
+	obsolete := map[Ref]bool{}
+	for _, it := range res.Decision.Items {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		if it.Verdict == Delete {
+			obsolete[it.Ref] = true
+			continue
+		}
+		settle(it, others)
+	}
+	if len(obsolete) > 0 && ctx.Err() == nil {
+		// Confirm before deleting: list the family again and decide the
+		// obsolete resources anew, so that a set created while this
+		// finalizer ran (the component installed again) keeps what it
+		// lists.
+		if err := r.observe(ctx); err != nil {
+			return res, errors.Join(append(errs, err)...)
+		}
+		if cur, ok := r.set(retiring.UID); ok {
+			*cur = retiring
+		} else {
+			r.view = append(r.view, retiring)
+		}
+		others = r.others(retiring.UID)
+		for _, it := range r.decide(retiring.UID).Items {
+			if obsolete[it.Ref] {
+				settle(it, others)
+			}
 		}
 	}
 	res.Writes = r.writes

@@ -154,18 +154,21 @@ func finSnapshot(w *handofftest.World) map[handofftest.Key]*unstructured.Unstruc
 }
 
 // The calls one finalization makes, written from the rules: one List of
-// the family, then for each listed resource in order a Get and, for a
-// resource the v1 set owns, a handover patch (kept) or a delete (obsolete).
+// the family, then for each kept resource in order a Get and, for one the
+// v1 set owns, a handover patch; then, as there are obsolete resources, a
+// second List that confirms no set listing them appeared meanwhile, and
+// for each obsolete one a Get (the live check) and a delete.
 var finWantCalls = []finCall{
 	{Verb: "list"},
-	{Verb: "get", Name: testNS},           // Namespace: kept, unowned, nothing to hand over
-	{Verb: "get", Name: "config-a"},       // kept, owned by v1
-	{Verb: "patch", Name: "config-a"},     // handover
-	{Verb: "get", Name: "config-b"},       // kept, owned by v1
-	{Verb: "patch", Name: "config-b"},     // handover
-	{Verb: "get", Name: "config-only-v1"}, // obsolete: live check
-	{Verb: "delete", Name: "config-only-v1"},
+	{Verb: "get", Name: testNS},               // Namespace: kept, unowned, nothing to hand over
+	{Verb: "get", Name: "config-a"},           // kept, owned by v1
+	{Verb: "patch", Name: "config-a"},         // handover
+	{Verb: "get", Name: "config-b"},           // kept, owned by v1
+	{Verb: "patch", Name: "config-b"},         // handover
 	{Verb: "get", Name: "validation.webhook"}, // kept, unowned
+	{Verb: "list"},                            // confirm before deleting
+	{Verb: "get", Name: "config-only-v1"},     // obsolete: live check
+	{Verb: "delete", Name: "config-only-v1"},
 }
 
 func TestFinalizeCallsOfOneFinalization(t *testing.T) {

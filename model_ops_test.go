@@ -488,6 +488,9 @@ func runModel(cfg modelConfig, ops []op) runResult {
 		spans = append(spans, span{from: from, to: w.c.Now(), desired: snapshot(), structural: o.structural()})
 	}
 	from := w.c.Tick()
+	w.cacheMu.Lock()
+	w.cacheFresh = true
+	w.cacheMu.Unlock()
 	rounds := w.settle(ctx, settleBudget)
 	spans = append(spans, span{from: from, to: w.c.Now(), desired: snapshot()})
 	ch := newChecker(spans, w.decoys)

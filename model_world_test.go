@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -128,6 +129,10 @@ type modelConfig struct {
 	Gens [mGens]genTraits
 	// GCLag: the garbage collector runs only when an operation says so.
 	GCLag bool
+	// Cache: the executors read the family from a cache that serves one of
+	// the controller's last four lists of it (Executor.Cache), as an
+	// informer that lags; only the final convergence reads it fresh.
+	Cache bool
 	// Background: the executor retires sets with Background propagation,
 	// the default. Every seed uses it: with Foreground the garbage
 	// collector deletes a retiring set's dependents before its finalizer
@@ -166,8 +171,12 @@ func (c modelConfig) String() string {
 	if c.FreshMapper {
 		mapper = "fresh"
 	}
-	return fmt.Sprintf("generations [%s], GC %s, retire %s, Ready after %d passes, up to %d executors, executor mapper %s",
-		strings.Join(gens, " "), gc, prop, c.ReadyAfter, c.Executors, mapper)
+	cache := "none"
+	if c.Cache {
+		cache = "lagging"
+	}
+	return fmt.Sprintf("generations [%s], GC %s, retire %s, Ready after %d passes, up to %d executors, executor mapper %s, executor cache %s",
+		strings.Join(gens, " "), gc, prop, c.ReadyAfter, c.Executors, mapper, cache)
 }
 
 func randomConfig(r *rand.Rand) modelConfig {
@@ -181,6 +190,7 @@ func randomConfig(r *rand.Rand) modelConfig {
 		c.Gens[g].Triggers = g > 0 && r.Intn(3) > 0
 	}
 	c.FreshMapper = r.Intn(4) == 0
+	c.Cache = r.Intn(2) == 0
 	return c
 }
 
@@ -515,9 +525,15 @@ type modelWorld struct {
 	// last; lag says which one the current pass sees.
 	history []*unstructured.UnstructuredList
 	lag     int
-	racers  map[string]*racer
-	panics  []string
-	decoys  []handofftest.Key
+	// cacheReads counts the executors' cache reads; the n-th serves the
+	// list n mod 4 back in history. cacheFresh makes the cache read the
+	// cluster's store instead (the final convergence).
+	cacheMu    sync.Mutex
+	cacheReads int
+	cacheFresh bool
+	racers     map[string]*racer
+	panics     []string
+	decoys     []handofftest.Key
 }
 
 func newModelWorld(cfg modelConfig) (*modelWorld, error) {
@@ -542,11 +558,15 @@ func newModelWorld(cfg modelConfig) (*modelWorld, error) {
 			stale.get() // filled when the operator starts
 			mapper = stale
 		}
-		return &handoff.Executor{
+		e := &handoff.Executor{
 			Family: w.fam, Dynamic: &modelClient{w: w, actor: actor, inner: c.ClientFor(actor)},
 			Mapper: mapper, Build: w.build, RoleOrder: mRoles,
 			Prune: handoff.DefaultPruneOptions(), Propagation: prop,
 		}
+		if cfg.Cache && actor != "controller" {
+			e.Cache = (*modelCache)(w)
+		}
+		return e
 	}
 	for i := range 4 {
 		w.execs = append(w.execs, newExec(fmt.Sprintf("executor-%d", i+1)))
@@ -598,6 +618,36 @@ func (w *modelWorld) controllerList(ctx context.Context) (*unstructured.Unstruct
 		return list, nil // the controller's own copy; history keeps what it saw
 	}
 	return w.history[max(len(w.history)-1-w.lag, 0)].DeepCopy(), nil
+}
+
+// modelCache is the executors' lagging cache (modelConfig.Cache).
+type modelCache modelWorld
+
+var _ handoff.SetLister = (*modelCache)(nil)
+
+func (mc *modelCache) List(sel labels.Selector) ([]*unstructured.Unstructured, error) {
+	w := (*modelWorld)(mc)
+	w.cacheMu.Lock()
+	defer w.cacheMu.Unlock()
+	var items []unstructured.Unstructured
+	if w.cacheFresh || len(w.history) == 0 {
+		for _, o := range w.c.Objects() {
+			if o.GetKind() == mSetKind {
+				items = append(items, *o)
+			}
+		}
+	} else {
+		k := w.cacheReads % 4
+		w.cacheReads++
+		items = w.history[max(len(w.history)-1-k, 0)].DeepCopy().Items
+	}
+	var out []*unstructured.Unstructured
+	for i := range items {
+		if sel.Matches(labels.Set(items[i].GetLabels())) {
+			out = append(out, &items[i])
+		}
+	}
+	return out, nil
 }
 
 // seedDecoys stores objects that are none of the family's business: sets
