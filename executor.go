@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -143,9 +144,16 @@ type Result struct {
 	// carries out the plan for the rest and returns their errors.
 	Invalid []Set
 	// Confirmed is true when the plan made from [Executor.Cache] retired or
-	// created a set, so the Step listed the family from the API server and
-	// planned again; Plan is then the confirmed plan.
+	// created a set, or settled a removal, so the Step listed the family
+	// from the API server and planned again; Plan is then the confirmed
+	// plan.
 	Confirmed bool
+	// Unserved holds the resources of the sets retired whose kind is not
+	// served, established by a fresh discovery: nothing was handed over or
+	// released for them, as no object of them can exist. A resource a
+	// live set lists is never skipped so: that stops the retirement with
+	// an error wrapping [ErrNotServed].
+	Unserved []Item
 }
 
 func (e *Executor) sets() SetClient {
@@ -165,6 +173,13 @@ type run struct {
 	retiring []types.UID // the sets this call retires or finalizes
 	decider  *decider    // over view, for retire; nil until needed or when stale
 	writes   []Call
+	unserved []Item // items skipped because their kind is not served
+	// strangers are the live sets of the set kind outside the family, read
+	// once per call on the first delete (see foreign); byRef indexes what
+	// they list.
+	strangers     []Set
+	byRef         map[Ref]int
+	strangersRead bool
 }
 
 func (e *Executor) start() (*run, error) {
@@ -182,8 +197,13 @@ func (e *Executor) start() (*run, error) {
 			r.family.ClusterScoped = res.clusterScoped()
 		}
 	}
-	if r.objects == nil && e.Dynamic != nil && res != nil {
-		r.objects = &dynamicObjects{client: e.Dynamic, mapper: res}
+	switch o := r.objects.(type) {
+	case nil:
+		if e.Dynamic != nil && res != nil {
+			r.objects = &dynamicObjects{client: e.Dynamic, mapper: e.Mapper, res: res}
+		}
+	case callScoped:
+		r.objects = o.forCall()
 	}
 	return r, nil
 }
@@ -322,11 +342,13 @@ func (e *Executor) Step(ctx context.Context, desired *Desired) (Result, error) {
 		return Result{}, err
 	}
 	res, plan, err := r.plan(desired)
-	if err == nil && fromCache && len(plan.Of(ActionRetire))+len(plan.Of(ActionCreate)) > 0 {
+	if err == nil && fromCache && (len(plan.Of(ActionRetire))+len(plan.Of(ActionCreate)) > 0 || desired == nil && plan.Settled()) {
 		// Never retire or create from a cache: confirm on the API server.
 		// (A create by the deterministic name cannot duplicate a set the
 		// executor made, but it can one made before, with GenerateName,
-		// that the cache does not show yet.)
+		// that the cache does not show yet.) Nor say a removal is done:
+		// the caller then drops its own finalizer, and a set the cache
+		// does not show yet would stay behind with all it lists.
 		if err := r.observe(ctx); err != nil {
 			return Result{}, err
 		}
@@ -338,7 +360,7 @@ func (e *Executor) Step(ctx context.Context, desired *Desired) (Result, error) {
 	}
 	invalid := res.invalid()
 	err = r.carryOut(ctx, plan, desired)
-	res.Writes = r.writes
+	res.Writes, res.Unserved = r.writes, r.unserved
 	return res, errors.Join(err, invalid)
 }
 
@@ -581,7 +603,7 @@ func (r *run) retire(ctx context.Context, uid types.UID) error {
 	others := r.others(uid)
 	var errs []error
 	for _, it := range d.Items {
-		if _, err := r.settle(ctx, s, others, it, false); err != nil {
+		if _, _, err := r.settle(ctx, s, others, it, false); err != nil {
 			errs = append(errs, &ResourceError{Ref: it.Ref, Err: err})
 		}
 	}
@@ -622,7 +644,7 @@ func (r *run) retire(ctx context.Context, uid types.UID) error {
 		if !slices.Contains(r.e.Prune.Unowned, it.Ref.GroupKind()) {
 			continue
 		}
-		if _, err := r.settle(ctx, s, others, it, true); err != nil {
+		if _, _, err := r.settle(ctx, s, others, it, true); err != nil {
 			errs = append(errs, &ResourceError{Ref: it.Ref, Err: err})
 		}
 	}
@@ -632,48 +654,67 @@ func (r *run) retire(ctx context.Context, uid types.UID) error {
 	return nil
 }
 
+// outcome is what settle did with one resource.
+type outcome int
+
+const (
+	skipped    outcome = iota // nothing written: left alone, or gone
+	handedOver                // its owners changed: the retiring set's reference moved to live sets that list it
+	kept                      // a live set lists it and it needed no write: the retiring set did not own it, or it is gone
+	deleted                   // deleted (or, in a dry run, would be)
+	unserved                  // its kind is not served: no object can exist
+)
+
 // settle makes one resource the retiring set lists safe for the set to go,
-// and returns the item as carried out:
+// and returns the item as carried out and what happened:
 //
 //   - Keep: the resource moves to its successor (ownerReference handover);
 //   - a protected or keep-annotated resource stops naming the set, so the
 //     garbage collector does not take it when the set goes;
 //   - with del (Finalize), an obsolete resource is deleted when
-//     [LiveVerdict] allows it.
+//     [LiveVerdict] allows it and no live set of another family lists it or
+//     last wrote it (see foreign); one the retiring set owns is handed to
+//     that set instead.
 //
-// A resource whose kind is not served, or that is gone, needs nothing.
-func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, del bool) (Item, error) {
+// A resource that is gone needs nothing; so does one whose kind is not
+// served, unless a live set lists it: then Objects cannot reach an object
+// that must be handed over, which is an error.
+func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, del bool) (Item, outcome, error) {
 	if r.objects == nil {
-		return it, fmt.Errorf("%w: executor needs Objects, or Dynamic and Mapper, to reach resources", ErrInvalidFamily)
+		return it, skipped, fmt.Errorf("%w: executor needs Objects, or Dynamic and Mapper, to reach resources", ErrInvalidFamily)
 	}
 	for attempt := 0; ; attempt++ {
 		live, err := r.objects.Get(ctx, it.Ref)
 		switch {
+		case errors.Is(err, ErrNotServed) && it.Verdict == Keep:
+			return it, skipped, fmt.Errorf("listed by live set %s, not handed over: %w", it.Successor, err)
 		case errors.Is(err, ErrNotServed):
-			if it.Verdict != Keep {
-				it.Verdict, it.Reason = Skip, "kind is not served"
-			}
-			return it, nil
+			it.Verdict, it.Reason = Skip, "kind is not served"
+			r.unserved = append(r.unserved, it)
+			return it, unserved, nil
+		case apierrors.IsNotFound(err) && it.Verdict == Keep:
+			return it, kept, nil
 		case apierrors.IsNotFound(err):
-			if it.Verdict != Keep {
-				it.Verdict, it.Reason = Skip, "already gone"
-			}
-			return it, nil
+			it.Verdict, it.Reason = Skip, "already gone"
+			return it, skipped, nil
 		case err != nil:
-			return it, err
+			return it, skipped, err
 		}
 		refs := live.GetOwnerReferences()
 		var next []metav1.OwnerReference
 		switch verdict, reason := LiveVerdict(it, live, retiring, others, r.e.Prune); {
 		case it.Verdict == Keep:
 			if !ownedBy(refs, retiring.UID) {
-				return it, nil
+				if slices.Contains(strings.Split(live.GetAnnotations()[ReleasedAnnotation], ","), string(retiring.UID)) {
+					return it, handedOver, nil // by an earlier attempt or call
+				}
+				return it, kept, nil
 			}
 			next, _ = Handover(refs, retiring.UID, r.owners(it, retiring.UID)...)
 		case r.e.Prune.keeps(it.Ref.GroupKind(), live):
 			it.Verdict, it.Reason = Skip, reason
 			if !ownedBy(refs, retiring.UID) {
-				return it, nil
+				return it, skipped, nil
 			}
 			// Release it from every set of the family that is going, not
 			// only this one: another deleting owner would take it later.
@@ -683,15 +724,35 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 				return o.UID == retiring.UID || (ok && s.Deleting)
 			})
 		case verdict == Delete && del:
-			it.Verdict, it.Reason = verdict, reason
-			return it, r.delete(ctx, live, &it)
+			other, why, err := r.foreign(ctx, it.Ref, live)
+			switch {
+			case err != nil:
+				return it, skipped, err
+			case other == nil:
+				it.Verdict, it.Reason = verdict, reason
+				if err := r.delete(ctx, live, &it); err != nil || it.Verdict != Delete {
+					return it, skipped, err
+				}
+				return it, deleted, nil
+			case !ownedBy(refs, retiring.UID):
+				it.Verdict, it.Reason = Skip, why
+				return it, skipped, nil
+			}
+			// Owned by the retiring set alone: the garbage collector would
+			// take it with the set, so it goes to the other family's set.
+			it.Verdict, it.Successor, it.SuccessorUID, it.Reason = Keep, other.Name, other.UID, why
+			next, _ = Handover(refs, retiring.UID, r.family.OwnerReference(*other))
 		default:
 			it.Verdict, it.Reason = verdict, reason
-			return it, nil
+			return it, skipped, nil
+		}
+		done := skipped
+		if it.Verdict == Keep {
+			done = handedOver
 		}
 		r.record(Call{Verb: "patch", Resource: r.resourceName(it.Ref), Namespace: it.Ref.Namespace, Name: it.Ref.Name})
 		if r.e.DryRun {
-			return it, nil
+			return it, done, nil
 		}
 		ann := live.GetAnnotations()
 		if ann == nil {
@@ -704,10 +765,85 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 			continue // read again and decide again
 		}
 		if apierrors.IsNotFound(err) {
-			return it, nil
+			if it.Verdict == Keep {
+				return it, kept, nil
+			}
+			return it, skipped, nil
 		}
-		return it, err
+		return it, done, err
 	}
+}
+
+// foreign returns a live set of the family's set kind outside the family
+// that lists ref, or whose UID the live object's [WriterAnnotation] names,
+// with the reason to leave the object to it; nil when there is none. Such
+// an object is not this family's to delete: families can share an object
+// (an admission webhook two components serve), and the set that last
+// wrote it or still lists it serves it. It lists the set kind once per
+// call, on the first object it is asked about, so an operator with one
+// family pays nothing until something is about to be deleted.
+func (r *run) foreign(ctx context.Context, ref Ref, live *unstructured.Unstructured) (*Set, string, error) {
+	if !r.strangersRead {
+		list, err := r.e.sets().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, "", fmt.Errorf("list every %s, for the sets of other families: %w", r.family.Resource.Resource, err)
+		}
+		r.readStrangers(list.Items)
+	}
+	if i, ok := r.byRef[ref]; ok {
+		s := &r.strangers[i]
+		return s, fmt.Sprintf("listed by %s of another family", s.Name), nil
+	}
+	if w := parseStamp(live.GetAnnotations()[WriterAnnotation]).uid; w != "" {
+		for i := range r.strangers {
+			if s := &r.strangers[i]; s.UID == w {
+				return s, fmt.Sprintf("last written by live set %s of another family", s.Name), nil
+			}
+		}
+	}
+	return nil, "", nil
+}
+
+// readStrangers keeps, of a List of every set of the kind, the live sets
+// outside the family, for foreign.
+func (r *run) readStrangers(items []unstructured.Unstructured) {
+	r.strangers, r.byRef = nil, map[Ref]int{}
+	for i := range items {
+		u := &items[i]
+		if r.family.Contains(u.GetLabels()) || u.GetDeletionTimestamp() != nil {
+			continue
+		}
+		// What a set of another family lists is read in this family's
+		// way: the kind is the same. What cannot be read is left out.
+		refs, _ := r.family.resources(u)
+		r.strangers = append(r.strangers, Set{Name: u.GetName(), UID: u.GetUID(), Created: u.GetCreationTimestamp().Time, Resources: refs, Labels: u.GetLabels(), Object: u})
+		for _, ref := range refs {
+			if _, ok := r.byRef[ref]; !ok {
+				r.byRef[ref] = len(r.strangers) - 1
+			}
+		}
+	}
+	r.strangersRead = true
+}
+
+// observeWide lists every set of the kind with one List call: the family
+// becomes the view, as observe makes it, and the rest the strangers.
+func (r *run) observeWide(ctx context.Context) error {
+	fam := r.family
+	list, err := r.e.sets().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list every %s: %w", fam.Resource.Resource, err)
+	}
+	mine := make([]unstructured.Unstructured, 0, len(list.Items))
+	for i := range list.Items {
+		if fam.Contains(list.Items[i].GetLabels()) {
+			mine = append(mine, list.Items[i])
+		}
+	}
+	r.view, _ = fam.ObserveAll(mine)
+	r.decider = nil
+	r.readStrangers(list.Items)
+	return nil
 }
 
 // delete deletes live, the object of a Delete item, on condition of its UID.

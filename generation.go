@@ -219,11 +219,27 @@ func (f Family) Observe(u *unstructured.Unstructured) (Set, error) {
 	default:
 		s.Readiness = probe.Ready(u)
 	}
+	refs, rerr := f.resources(u)
+	s.Resources = refs
+	switch {
+	case s.Generation == "":
+		return s, f.invalid(&s, fmt.Errorf("no generation label %q", f.GenerationLabel))
+	case s.Role == "":
+		return s, f.invalid(&s, fmt.Errorf("no role label %q and no role could be derived", f.roleLabel()))
+	case rerr != nil:
+		return s, f.invalid(&s, rerr)
+	}
+	return s, nil
+}
+
+// resources reads the resources a set of the family's kind lists, with
+// [Family.Resources], namespaced as [Family.TargetNamespace] says.
+func (f Family) resources(u *unstructured.Unstructured) ([]Ref, error) {
 	read := f.Resources
 	if read == nil {
 		read = func(u *unstructured.Unstructured) ([]Ref, error) { return Manifests(u, "spec", "manifests") }
 	}
-	refs, rerr := read(u)
+	refs, err := read(u)
 	if f.TargetNamespace != nil {
 		if ns := f.TargetNamespace(u); ns != "" {
 			scoped := f.ClusterScoped
@@ -237,16 +253,7 @@ func (f Family) Observe(u *unstructured.Unstructured) (Set, error) {
 			}
 		}
 	}
-	s.Resources = refs
-	switch {
-	case s.Generation == "":
-		return s, f.invalid(&s, fmt.Errorf("no generation label %q", f.GenerationLabel))
-	case s.Role == "":
-		return s, f.invalid(&s, fmt.Errorf("no role label %q and no role could be derived", f.roleLabel()))
-	case rerr != nil:
-		return s, f.invalid(&s, rerr)
-	}
-	return s, nil
+	return refs, err
 }
 
 func (f Family) invalid(s *Set, err error) error {

@@ -80,12 +80,12 @@ func TestManifestivalObjectsGet(t *testing.T) {
 		wantErr   bool
 	}{
 		"a kind the versions know is found in manifestival's fake, which keys by apiVersion": {
-			objs:    ManifestivalObjects{Client: fakeWith(t, deploy), Version: versions},
+			objs:    ManifestivalObjects{Client: fakeWith(t, deploy), Versions: versions},
 			ref:     Ref{Group: "apps", Kind: "Deployment", Namespace: "ns", Name: "web"},
 			wantUID: "u1",
 		},
 		"a missing object is NotFound": {
-			objs:     ManifestivalObjects{Client: fakeWith(t), Version: versions},
+			objs:     ManifestivalObjects{Client: fakeWith(t), Versions: versions},
 			ref:      Ref{Group: "apps", Kind: "Deployment", Namespace: "ns", Name: "web"},
 			notFound: true,
 		},
@@ -179,7 +179,7 @@ func TestManifestivalObjectsWrites(t *testing.T) {
 
 	t.Run("Delete carries the UID precondition and policy and reports NotFound", func(t *testing.T) {
 		c := &recordingClient{}
-		o := ManifestivalObjects{Client: c, Version: func(schema.GroupKind) string { return "v1" }}
+		o := ManifestivalObjects{Client: c, Versions: func(schema.GroupKind) []string { return []string{"v1"} }}
 		if err := o.Delete(context.Background(), RefOf(live), "u1", metav1.DeletePropagationBackground); err != nil {
 			t.Fatal(err)
 		}
@@ -245,7 +245,7 @@ func TestExecutorFinalizeOverManifestival(t *testing.T) {
 	sets := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{gvr: "BundleList"}, old, next).Resource(gvr)
 	e := &Executor{Family: fam, Sets: sets, Prune: DefaultPruneOptions(),
-		Objects: ManifestivalObjects{Client: client, Version: ManifestVersions([]unstructured.Unstructured{*shared})}}
+		Objects: ManifestivalObjects{Client: client, Versions: ManifestVersions([]unstructured.Unstructured{*shared})}}
 	typed := old.DeepCopy()
 	typed.SetAPIVersion("")
 	typed.SetKind("") // as a typed set converted to unstructured arrives

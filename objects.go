@@ -55,22 +55,47 @@ type Objects interface {
 // DeferredDiscoveryRESTMapper over a memory cache stays "fresh" once
 // filled, so a CRD served later would never be seen); only a kind still
 // unknown then is [ErrNotServed]. A mapper that cannot be reset gives
-// [ErrStaleMapper] instead. The mapper is reset at most once in the
-// lifetime of the returned value: the executor makes one for every Step and
-// every Finalize.
+// [ErrStaleMapper] instead.
+//
+// Resets are bounded per call, never per lifetime, so a value kept for the
+// life of an operator goes on learning kinds served after it started: used
+// directly, each method call may reset the mapper once; set as
+// [Executor.Objects], each Step and each Finalize may reset it once, for
+// all the resources that call reaches.
 func NewDynamicObjects(client dynamic.Interface, mapper meta.RESTMapper) Objects {
-	return &dynamicObjects{client: client, mapper: newResolver(mapper)}
+	return &dynamicObjects{client: client, mapper: mapper}
 }
 
 type dynamicObjects struct {
 	client dynamic.Interface
-	mapper *resolver
+	mapper meta.RESTMapper
+	// res is the reset budget of one executor call; nil gives every
+	// method call a budget of its own.
+	res *resolver
 }
 
-var _ Objects = (*dynamicObjects)(nil)
+var (
+	_ Objects    = (*dynamicObjects)(nil)
+	_ callScoped = (*dynamicObjects)(nil)
+)
+
+// callScoped is an [Objects] whose state belongs to one executor call: the
+// executor asks it for the value to use during a Step or a Finalize.
+type callScoped interface {
+	forCall() Objects
+}
+
+// forCall gives the call a reset budget of its own.
+func (o *dynamicObjects) forCall() Objects {
+	return &dynamicObjects{client: o.client, mapper: o.mapper, res: newResolver(o.mapper)}
+}
 
 func (o *dynamicObjects) resource(ref Ref) (dynamic.ResourceInterface, error) {
-	m, err := o.mapper.mapping(ref.GroupKind())
+	res := o.res
+	if res == nil {
+		res = newResolver(o.mapper)
+	}
+	m, err := res.mapping(ref.GroupKind())
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +152,7 @@ func (o *dynamicObjects) Delete(ctx context.Context, ref Ref, uid types.UID, pol
 }
 
 // resolver maps kinds with a REST mapper, resetting a resettable mapper
-// once on the first kind it does not know.
+// once on the first kind it does not know: one resolver serves one call.
 type resolver struct {
 	m     meta.RESTMapper
 	reset bool

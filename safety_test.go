@@ -342,10 +342,11 @@ func TestStaleMapper(t *testing.T) {
 			served:    true,
 			wantOwner: "static-v2",
 		},
-		"a kind unknown after a reset is not served: nothing to hand over": {
+		"a kind unknown after a reset, which a live set lists, stops the retirement: it is never skipped in silence": {
 			mapper: func(before, after meta.RESTMapper) meta.RESTMapper {
 				return &staticMapper{RESTMapper: before, full: after}
 			},
+			wantErr: handoff.ErrNotServed,
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
