@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -100,6 +101,13 @@ type Executor struct {
 	// the garbage collector removes its dependents (a Deployment's
 	// ReplicaSets and Pods), as kubectl delete does.
 	ResourcePropagation metav1.DeletionPropagation
+	// StepTimeout, if set, bounds the time a Step spends: when it runs out
+	// the Step stops before its next call (so it returns at most one
+	// call's time late, the client's rate limiter wait included), with
+	// [Result.Interrupted] and Requeue set and no error. Everything it did
+	// stays done and is not redone: the next Step plans from the cluster.
+	// A context deadline, by contrast, fails the call in flight.
+	StepTimeout time.Duration
 	// DryRun plans and reads but writes nothing; the result lists the
 	// writes it would have made.
 	DryRun bool
@@ -154,6 +162,13 @@ type Result struct {
 	// live set lists is never skipped so: that stops the retirement with
 	// an error wrapping [ErrNotServed].
 	Unserved []Item
+	// Reads says how the Step read the resources of the sets it retired:
+	// Lists and Gets, and the scopes it had to read with Gets.
+	Reads Reads
+	// Interrupted is true when the Step stopped because its
+	// [Executor.StepTimeout] ran out; Requeue is then true, and the next
+	// Step goes on from what this one did.
+	Interrupted bool
 }
 
 func (e *Executor) sets() SetClient {
@@ -180,7 +195,15 @@ type run struct {
 	strangers     []Set
 	byRef         map[Ref]int
 	strangersRead bool
+	live          liveState // what the call read of listed resources
+	deadline      time.Time // from StepTimeout; zero: none
 }
+
+// errOutOfTime stops a Step whose [Executor.StepTimeout] ran out.
+var errOutOfTime = errors.New("step timeout reached")
+
+// outOfTime reports whether the call's StepTimeout has run out.
+func (r *run) outOfTime() bool { return !r.deadline.IsZero() && !time.Now().Before(r.deadline) }
 
 func (e *Executor) start() (*run, error) {
 	if err := e.Family.Validate(); err != nil {
@@ -332,6 +355,9 @@ func (e *Executor) Step(ctx context.Context, desired *Desired) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if e.StepTimeout > 0 {
+		r.deadline = time.Now().Add(e.StepTimeout)
+	}
 	fromCache := e.Cache != nil
 	if fromCache {
 		err = r.observeCache()
@@ -360,7 +386,12 @@ func (e *Executor) Step(ctx context.Context, desired *Desired) (Result, error) {
 	}
 	invalid := res.invalid()
 	err = r.carryOut(ctx, plan, desired)
-	res.Writes, res.Unserved = r.writes, r.unserved
+	res.Writes, res.Unserved, res.Reads = r.writes, r.unserved, r.live.reads
+	if errors.Is(err, errOutOfTime) {
+		// What was done stays done: the next Step plans again from the
+		// cluster and goes on from there.
+		res.Requeue, res.Interrupted, err = true, true, nil
+	}
 	return res, errors.Join(err, invalid)
 }
 
@@ -398,6 +429,9 @@ func (r *run) carryOut(ctx context.Context, plan Plan, desired *Desired) error {
 	for _, a := range plan.Actions {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if r.outOfTime() {
+			return errOutOfTime
 		}
 		var err error
 		switch a.Kind {
@@ -602,7 +636,13 @@ func (r *run) retire(ctx context.Context, uid types.UID) error {
 	d := r.decide(uid)
 	others := r.others(uid)
 	var errs []error
+	if err := r.prefetch(ctx, refsOf(d.Items)); err != nil {
+		return &SetError{Name: s.Name, Err: fmt.Errorf("retire: read what it lists: %w", err)}
+	}
 	for _, it := range d.Items {
+		if r.outOfTime() {
+			return errOutOfTime
+		}
 		if _, _, err := r.settle(ctx, s, others, it, false); err != nil {
 			errs = append(errs, &ResourceError{Ref: it.Ref, Err: err})
 		}
@@ -662,6 +702,7 @@ const (
 	handedOver                // its owners changed: the retiring set's reference moved to live sets that list it
 	kept                      // a live set lists it and it needed no write: the retiring set did not own it, or it is gone
 	deleted                   // deleted (or, in a dry run, would be)
+	collected                 // obsolete and owned by the retiring set alone: the garbage collector deletes it with the set
 	unserved                  // its kind is not served: no object can exist
 )
 
@@ -683,8 +724,9 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 	if r.objects == nil {
 		return it, skipped, fmt.Errorf("%w: executor needs Objects, or Dynamic and Mapper, to reach resources", ErrInvalidFamily)
 	}
+	fresh := false // read from the API server, not from what prefetch read
 	for attempt := 0; ; attempt++ {
-		live, err := r.objects.Get(ctx, it.Ref)
+		live, err := r.get(ctx, it.Ref, fresh)
 		switch {
 		case errors.Is(err, ErrNotServed) && it.Verdict == Keep:
 			return it, skipped, fmt.Errorf("listed by live set %s, not handed over: %w", it.Successor, err)
@@ -728,6 +770,15 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 			switch {
 			case err != nil:
 				return it, skipped, err
+			case other == nil && OwnerOf(live, retiring, others) == OwnedBySet:
+				// The garbage collector deletes it once the set is gone:
+				// a delete here would be a write it does not need.
+				it.Verdict, it.Reason = Delete, "owned by "+retiring.Name+" alone, listed by no other set: left to the garbage collector"
+				return it, collected, nil
+			case other == nil && !fresh:
+				// Nothing else removes it: confirm on the API server first.
+				fresh = true
+				continue
 			case other == nil:
 				it.Verdict, it.Reason = verdict, reason
 				if err := r.delete(ctx, live, &it); err != nil || it.Verdict != Delete {
@@ -754,14 +805,17 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 		if r.e.DryRun {
 			return it, done, nil
 		}
+		live = live.DeepCopy()
 		ann := live.GetAnnotations()
 		if ann == nil {
 			ann = map[string]string{}
 		}
 		ann[ReleasedAnnotation] = released(ann[ReleasedAnnotation], retiring.UID)
 		live.SetAnnotations(ann)
+		r.wrote(it.Ref)
 		err = r.objects.SetOwnerReferences(ctx, live, next)
 		if apierrors.IsConflict(err) && attempt < retry.DefaultRetry.Steps {
+			fresh = true
 			continue // read again and decide again
 		}
 		if apierrors.IsNotFound(err) {
@@ -852,6 +906,7 @@ func (r *run) delete(ctx context.Context, live *unstructured.Unstructured, it *I
 	if r.e.DryRun {
 		return nil
 	}
+	r.wrote(it.Ref)
 	policy := r.e.ResourcePropagation
 	if policy == "" {
 		policy = metav1.DeletePropagationBackground

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 const testNS = "comp-ns"
@@ -481,13 +482,15 @@ func TestExecutorDryRun(t *testing.T) {
 }
 
 // A retirement whose ownership handover fails names the set it was
-// retiring and the resource it could not reach, and deletes nothing.
+// retiring and the resource it could not reach, and deletes nothing. RBAC
+// grants neither list nor get on Deployments: the forbidden List falls
+// back to Gets, which are forbidden too.
 func TestExecutorRetireHandoverFailure(t *testing.T) {
 	ctx := context.Background()
 	w, _, v2 := newSmall(t)
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "controller", errors.New("no get"))
 	w.Cluster.InjectFaults(func(c handofftest.Call) handofftest.Fault {
-		if c.Verb == "get" && c.Resource.Resource == "deployments" {
+		if (c.Verb == "get" || c.Verb == "list") && c.Resource.Resource == "deployments" {
 			return handofftest.Fault{Err: forbidden}
 		}
 		return handofftest.Fault{}
@@ -573,8 +576,13 @@ func TestFinalizeHandsOverSharedAndDeletesObsolete(t *testing.T) {
 	if d := cmp.Diff([]string{"Namespace comp-ns", "ValidatingWebhookConfiguration validation.webhook"}, refs(res.Kept)); d != "" {
 		t.Errorf("Kept (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff([]string{"ConfigMap config-only-v1"}, refs(res.Deleted)); d != "" {
-		t.Errorf("Deleted (-want +got):\n%s", d)
+	// config-only-v1 is v1's alone: no write, the garbage collector takes
+	// it with the set.
+	if d := cmp.Diff([]string{"ConfigMap config-only-v1"}, refs(res.Collected)); d != "" {
+		t.Errorf("Collected (-want +got):\n%s", d)
+	}
+	if len(res.Deleted) != 0 {
+		t.Errorf("Deleted %v, want nothing: the garbage collector does it", res.Deleted)
 	}
 	cm, _ := w.Cluster.Get(handofftest.Key{Kind: "ConfigMap", Namespace: testNS, Name: "config-a"})
 	var owners []string
@@ -584,9 +592,6 @@ func TestFinalizeHandsOverSharedAndDeletesObsolete(t *testing.T) {
 	if d := cmp.Diff([]string{succ.GetName() + "/" + string(succ.GetUID())}, owners); d != "" {
 		t.Errorf("config-a owners (-want +got):\n%s", d)
 	}
-	if w.Cluster.Exists(handofftest.Key{Kind: "ConfigMap", Namespace: testNS, Name: "config-only-v1"}) {
-		t.Error("config-only-v1 still exists")
-	}
 	n := len(w.Cluster.Writes())
 	again, err := w.Executor.Finalize(ctx, old)
 	if err != nil {
@@ -594,5 +599,23 @@ func TestFinalizeHandsOverSharedAndDeletesObsolete(t *testing.T) {
 	}
 	if len(again.Writes) != 0 || len(w.Cluster.Writes()) != n {
 		t.Errorf("second Finalize wrote: %v (cluster writes %d, want %d)", again.Writes, len(w.Cluster.Writes()), n)
+	}
+	obsolete := handofftest.Key{Kind: "ConfigMap", Namespace: testNS, Name: "config-only-v1"}
+	if !w.Cluster.Exists(obsolete) {
+		t.Fatal("config-only-v1 is gone while its set still exists: who deleted it?")
+	}
+	sets := w.Cluster.ClientFor("test").Resource(handofftest.SetResource)
+	if err := sets.Delete(ctx, old.GetName(), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sets.Patch(ctx, old.GetName(), types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	w.Cluster.CollectGarbage()
+	if w.Cluster.Exists(obsolete) {
+		t.Error("config-only-v1 outlived its set")
+	}
+	if !w.Cluster.Exists(handofftest.Key{Kind: "ConfigMap", Namespace: testNS, Name: "config-a"}) {
+		t.Error("config-a was collected with the old set")
 	}
 }
