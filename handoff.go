@@ -64,6 +64,10 @@ type Action struct {
 	UID types.UID
 	// Reason says why, for logs and for the caller's status.
 	Reason string
+	// Readiness is, for a Wait on a set that is not Ready, what the set's
+	// probe said (State, Reason, Message), so a caller's status needs no
+	// parsing of Reason; zero for every other action.
+	Readiness Readiness
 }
 
 // String renders the action for a log line.
@@ -304,7 +308,9 @@ func (p Planner) planHandoff(sets []Set, d *Desired) Plan {
 		case ok && r.Hash != "" && s.Hash != r.Hash:
 			plan.Actions = append(plan.Actions, act(ActionUpdate, s, fmt.Sprintf("content hash %q, want %q", s.Hash, r.Hash)))
 		case ok && s.Readiness.State != Ready:
-			plan.Actions = append(plan.Actions, act(ActionWait, s, s.Readiness.String()))
+			wait := act(ActionWait, s, s.Readiness.String())
+			wait.Readiness = s.Readiness
+			plan.Actions = append(plan.Actions, wait)
 		case ok:
 			ready[i] = true
 		default:
