@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
@@ -108,6 +109,16 @@ type Executor struct {
 	// stays done and is not redone: the next Step plans from the cluster.
 	// A context deadline, by contrast, fails the call in flight.
 	StepTimeout time.Duration
+	// Recorder, if set with Component, receives Kubernetes Events on
+	// Component (the operator's component object): sets created, waits,
+	// retirements, finalizations, failures. client-go's
+	// record.EventRecorder satisfies it.
+	Recorder  EventRecorder
+	Component runtime.Object
+	// Metrics, if set, receives API calls by verb, objects pruned and
+	// kept, handoff durations and wait times (see [MetricAPICalls] and the
+	// names beside it).
+	Metrics Metrics
 	// DryRun plans and reads but writes nothing; the result lists the
 	// writes it would have made.
 	DryRun bool
@@ -196,6 +207,8 @@ type run struct {
 	byRef         map[Ref]int
 	strangersRead bool
 	live          liveState // what the call read of listed resources
+	setReads      struct{ lists, gets int }
+	keptCount     int       // resources handed over or released by retirements
 	deadline      time.Time // from StepTimeout; zero: none
 }
 
@@ -251,6 +264,7 @@ func (r *run) observeCache() error {
 // whole are in the view, with Set.Invalid.
 func (r *run) observe(ctx context.Context) error {
 	fam := r.family
+	r.setReads.lists++
 	list, err := r.e.sets().List(ctx, metav1.ListOptions{LabelSelector: fam.LabelSelector().String()})
 	if err != nil {
 		return fmt.Errorf("list %s with %s: %w", fam.Resource.Resource, fam.LabelSelector(), err)
@@ -258,6 +272,16 @@ func (r *run) observe(ctx context.Context) error {
 	r.view, _ = fam.ObserveAll(list.Items)
 	r.decider = nil
 	return nil
+}
+
+// setNamed returns the view's set of a name, and whether there is one.
+func (r *run) setNamed(name string) (Set, bool) {
+	for _, s := range r.view {
+		if s.Name == name && name != "" {
+			return s, true
+		}
+	}
+	return Set{}, false
 }
 
 // set returns the view's set with a UID, and whether there is one.
@@ -355,17 +379,28 @@ func (e *Executor) Step(ctx context.Context, desired *Desired) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if e.StepTimeout > 0 {
-		r.deadline = time.Now().Add(e.StepTimeout)
+	res, plan, err := r.step(ctx, desired)
+	gen := ""
+	if desired != nil {
+		gen = desired.Generation
 	}
-	fromCache := e.Cache != nil
+	r.reportStep(plan, gen, res, err)
+	return res, err
+}
+
+func (r *run) step(ctx context.Context, desired *Desired) (Result, Plan, error) {
+	if r.e.StepTimeout > 0 {
+		r.deadline = time.Now().Add(r.e.StepTimeout)
+	}
+	var err error
+	fromCache := r.e.Cache != nil
 	if fromCache {
 		err = r.observeCache()
 	} else {
 		err = r.observe(ctx)
 	}
 	if err != nil {
-		return Result{}, err
+		return Result{}, Plan{}, err
 	}
 	res, plan, err := r.plan(desired)
 	if err == nil && fromCache && (len(plan.Of(ActionRetire))+len(plan.Of(ActionCreate)) > 0 || desired == nil && plan.Settled()) {
@@ -376,13 +411,13 @@ func (e *Executor) Step(ctx context.Context, desired *Desired) (Result, error) {
 		// the caller then drops its own finalizer, and a set the cache
 		// does not show yet would stay behind with all it lists.
 		if err := r.observe(ctx); err != nil {
-			return Result{}, err
+			return Result{}, Plan{}, err
 		}
 		res, plan, err = r.plan(desired)
 		res.Confirmed = true
 	}
 	if err != nil {
-		return res, err
+		return res, plan, err
 	}
 	invalid := res.invalid()
 	err = r.carryOut(ctx, plan, desired)
@@ -392,7 +427,7 @@ func (e *Executor) Step(ctx context.Context, desired *Desired) (Result, error) {
 		// cluster and goes on from there.
 		res.Requeue, res.Interrupted, err = true, true, nil
 	}
-	return res, errors.Join(err, invalid)
+	return res, plan, errors.Join(err, invalid)
 }
 
 // plan plans from the view, leaving out (and reporting) invalid sets.
@@ -423,8 +458,10 @@ func (res Result) invalid() error {
 }
 
 func (r *run) carryOut(ctx context.Context, plan Plan, desired *Desired) error {
-	for _, a := range plan.Of(ActionRetire) {
-		r.retiring = append(r.retiring, a.UID)
+	for _, a := range plan.Actions {
+		if a.Kind == ActionRetire || a.Kind == ActionFinalize {
+			r.retiring = append(r.retiring, a.UID)
+		}
 	}
 	for _, a := range plan.Actions {
 		if err := ctx.Err(); err != nil {
@@ -446,6 +483,8 @@ func (r *run) carryOut(ctx context.Context, plan Plan, desired *Desired) error {
 			err = r.update(ctx, *desired, roleNamed(desired, a.Role), *s)
 		case ActionRetire:
 			err = r.retire(ctx, a.UID)
+		case ActionFinalize:
+			err = r.finish(ctx, a.UID)
 		}
 		if err != nil {
 			return err
@@ -553,6 +592,7 @@ func (r *run) create(ctx context.Context, d Desired, role Role) error {
 		return nil
 	}
 	// A retried create after a lost response: adopt the set if it is ours.
+	r.setReads.gets++
 	live, err := r.e.sets().Get(ctx, obj.GetName(), metav1.GetOptions{})
 	if err != nil {
 		return &SetError{Name: obj.GetName(), Err: fmt.Errorf("get after AlreadyExists: %w", err)}
@@ -580,6 +620,7 @@ func (r *run) update(ctx context.Context, d Desired, role Role, cur Set) error {
 		live := cur.Object
 		if !first || live == nil {
 			var err error
+			r.setReads.gets++
 			if live, err = r.e.sets().Get(ctx, cur.Name, metav1.GetOptions{}); err != nil {
 				return err
 			}
@@ -624,9 +665,9 @@ func (r *run) others(uid types.UID) []Set {
 }
 
 // retire makes every resource the set lists safe for it to go (shared
-// ones handed to their successors, kept ones released) and then deletes
-// exactly that set, by name and UID; for a set without a finalizer it then
-// deletes the obsolete resources installed without an owner.
+// ones handed to their successors, kept ones released; for a set without a
+// finalizer, the obsolete resources installed without an owner deleted)
+// and then deletes exactly that set, by name and UID.
 func (r *run) retire(ctx context.Context, uid types.UID) error {
 	sp, ok := r.set(uid)
 	if !ok {
@@ -643,12 +684,29 @@ func (r *run) retire(ctx context.Context, uid types.UID) error {
 		if r.outOfTime() {
 			return errOutOfTime
 		}
-		if _, _, err := r.settle(ctx, s, others, it, false); err != nil {
+		done, what, err := r.settle(ctx, s, others, it, false)
+		if err != nil {
 			errs = append(errs, &ResourceError{Ref: it.Ref, Err: err})
+		}
+		if what == handedOver || done.Detached {
+			r.keptCount++
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return &SetError{Name: s.Name, Err: fmt.Errorf("retire: hand over or release resources: %w", err)}
+	}
+	// A set with no finalizer has no controller to finalize it (deleted
+	// before its controller first saw it, or it has none). The garbage
+	// collector takes what it owns; what it installed without an owner
+	// would stay for good. The executor finalizes it itself: its own
+	// finalizer keeps the set until that is deleted, so a delete that
+	// fails is tried again by the next Step (ActionFinalize), and nothing
+	// is deleted while a live set lists it.
+	own := s.Object != nil && len(s.Object.GetFinalizers()) == 0
+	if own {
+		if err := r.addFinalizer(ctx, s); err != nil {
+			return err
+		}
 	}
 	policy := r.e.Propagation
 	if policy == "" {
@@ -664,7 +722,9 @@ func (r *run) retire(ctx context.Context, uid types.UID) error {
 		PropagationPolicy: &policy,
 	})
 	switch {
-	case err == nil, apierrors.IsNotFound(err):
+	case err == nil:
+	case apierrors.IsNotFound(err):
+		return nil
 	case apierrors.IsConflict(err):
 		// The UID precondition failed: the name now holds another object,
 		// which this plan did not name. Leave it alone.
@@ -672,24 +732,89 @@ func (r *run) retire(ctx context.Context, uid types.UID) error {
 	default:
 		return &SetError{Name: s.Name, Err: fmt.Errorf("retire: %w", err)}
 	}
-	// A set with no finalizer has no controller to finalize it (deleted
-	// before its controller first saw it, or it has none). The garbage
-	// collector takes what it owns; what it installed without an owner
-	// would stay for good, so the retirement deletes that itself, now that
-	// the set is going.
-	if s.Object == nil || len(s.Object.GetFinalizers()) != 0 {
+	if own {
+		return r.finish(ctx, uid)
+	}
+	return nil
+}
+
+// addFinalizer puts [ExecutorFinalizer] on a set that has no finalizer, on
+// condition that it is the set read (UID and resourceVersion): a
+// controller that added its own meanwhile makes it a Conflict, and the
+// next Step plans again.
+func (r *run) addFinalizer(ctx context.Context, s Set) error {
+	r.record(Call{Verb: "patch", Resource: r.family.Resource.Resource, Name: s.Name})
+	if r.e.DryRun {
 		return nil
 	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid": s.UID, "resourceVersion": s.Object.GetResourceVersion(), "finalizers": []string{ExecutorFinalizer},
+	}})
+	if err != nil {
+		return err
+	}
+	live, err := r.e.sets().Patch(ctx, s.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return &SetError{Name: s.Name, Err: fmt.Errorf("retire: add finalizer %s: %w", ExecutorFinalizer, err)}
+	}
+	r.saw(live)
+	return nil
+}
+
+// finish finalizes a set the executor retired with its own finalizer:
+// it deletes the obsolete resources the set installed without an owner
+// (what the set owns, the garbage collector takes), then removes the
+// finalizer.
+func (r *run) finish(ctx context.Context, uid types.UID) error {
+	sp, ok := r.set(uid)
+	if !ok {
+		return nil
+	}
+	sp.Deleting = true
+	s := *sp
+	d := r.decide(uid)
+	others := r.others(uid)
+	var unowned []Item
 	for _, it := range d.Of(Delete) {
-		if !slices.Contains(r.e.Prune.Unowned, it.Ref.GroupKind()) {
-			continue
+		if slices.Contains(r.e.Prune.Unowned, it.Ref.GroupKind()) {
+			unowned = append(unowned, it)
+		}
+	}
+	if err := r.prefetch(ctx, refsOf(unowned)); err != nil {
+		return &SetError{Name: s.Name, Err: fmt.Errorf("finalize: read what it lists: %w", err)}
+	}
+	var errs []error
+	for _, it := range unowned {
+		if r.outOfTime() {
+			return errOutOfTime
 		}
 		if _, _, err := r.settle(ctx, s, others, it, true); err != nil {
 			errs = append(errs, &ResourceError{Ref: it.Ref, Err: err})
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return &SetError{Name: s.Name, Err: fmt.Errorf("retire: delete what it installed without an owner: %w", err)}
+		return &SetError{Name: s.Name, Err: fmt.Errorf("finalize: delete what it installed without an owner: %w", err)}
+	}
+	r.record(Call{Verb: "update", Resource: r.family.Resource.Resource, Name: s.Name})
+	if r.e.DryRun {
+		return nil
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		r.setReads.gets++
+		live, err := r.e.sets().Get(ctx, s.Name, metav1.GetOptions{})
+		if err != nil || live.GetUID() != uid {
+			return err
+		}
+		fins := slices.DeleteFunc(live.GetFinalizers(), func(f string) bool { return f == ExecutorFinalizer })
+		if len(fins) == len(live.GetFinalizers()) {
+			return nil
+		}
+		live.SetFinalizers(fins)
+		_, err = r.e.sets().Update(ctx, live, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return &SetError{Name: s.Name, Err: fmt.Errorf("finalize: remove finalizer %s: %w", ExecutorFinalizer, err)}
 	}
 	return nil
 }
@@ -781,7 +906,14 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 				continue
 			case other == nil:
 				it.Verdict, it.Reason = verdict, reason
-				if err := r.delete(ctx, live, &it); err != nil || it.Verdict != Delete {
+				err := r.delete(ctx, live, &it)
+				if apierrors.IsConflict(err) && attempt < retry.DefaultRetry.Steps {
+					// The UID precondition failed (or the server refused
+					// for another conflict): whatever holds the name now is
+					// decided again from a fresh read.
+					continue
+				}
+				if err != nil || it.Verdict != Delete {
 					return it, skipped, err
 				}
 				return it, deleted, nil
@@ -838,6 +970,7 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 // family pays nothing until something is about to be deleted.
 func (r *run) foreign(ctx context.Context, ref Ref, live *unstructured.Unstructured) (*Set, string, error) {
 	if !r.strangersRead {
+		r.setReads.lists++
 		list, err := r.e.sets().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, "", fmt.Errorf("list every %s, for the sets of other families: %w", r.family.Resource.Resource, err)
@@ -884,6 +1017,7 @@ func (r *run) readStrangers(items []unstructured.Unstructured) {
 // becomes the view, as observe makes it, and the rest the strangers.
 func (r *run) observeWide(ctx context.Context) error {
 	fam := r.family
+	r.setReads.lists++
 	list, err := r.e.sets().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list every %s: %w", fam.Resource.Resource, err)
@@ -912,12 +1046,11 @@ func (r *run) delete(ctx context.Context, live *unstructured.Unstructured, it *I
 		policy = metav1.DeletePropagationBackground
 	}
 	err := r.objects.Delete(ctx, it.Ref, live.GetUID(), policy)
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		// Gone already, or replaced by another object this check did not see.
-		it.Verdict, it.Reason = Skip, "gone or replaced before the delete"
+	if apierrors.IsNotFound(err) {
+		it.Verdict, it.Reason = Skip, "gone before the delete"
 		return nil
 	}
-	return err
+	return err // a Conflict: the caller reads the object again and decides anew
 }
 
 // resourceName names a resource's REST resource for a Call, from the

@@ -150,5 +150,7 @@ func (e *Executor) Finalize(ctx context.Context, set *unstructured.Unstructured)
 		}
 	}
 	res.Writes, res.Reads = r.writes, r.live.reads
-	return res, errors.Join(errs...)
+	err = errors.Join(errs...)
+	r.reportFinalize(set.GetName(), res, err)
+	return res, err
 }

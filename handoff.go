@@ -29,7 +29,24 @@ const (
 	ActionWait ActionKind = "Wait"
 	// ActionRetire deletes exactly one set, named by name and UID.
 	ActionRetire ActionKind = "Retire"
+	// ActionFinalize finishes the retirement of a set that no controller
+	// finalizes (it had no finalizer when it was retired, so the executor
+	// put [ExecutorFinalizer] on it): what it installed without an owner
+	// is deleted, then that finalizer is removed and the set goes.
+	ActionFinalize ActionKind = "Finalize"
 )
+
+// ExecutorFinalizer is the finalizer the executor puts on a set that has
+// none before it retires it, so that the set stays until what it installed
+// without an owner is deleted: once the set is gone, nothing would remember
+// those objects. An [ActionFinalize] removes it.
+const ExecutorFinalizer = "handoff.kube-handoff.io/retire"
+
+// finalizedByExecutor reports whether a deleting set waits on the
+// executor's own finalizer.
+func finalizedByExecutor(s Set) bool {
+	return s.Deleting && s.Object != nil && slices.Contains(s.Object.GetFinalizers(), ExecutorFinalizer)
+}
 
 // Phase is where a family stands in its handoff.
 type Phase string
@@ -165,11 +182,30 @@ func (p Planner) Plan(observed []Set, desired *Desired) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
+	var plan Plan
 	if desired == nil {
-		return p.planRemoval(sets), nil
+		plan = p.planRemoval(sets)
+	} else {
+		plan = p.planHandoff(sets, desired)
 	}
-	return p.planHandoff(sets, desired), nil
+	// A retirement the executor must finish itself is not waited for.
+	for _, s := range sets {
+		if !finalizedByExecutor(s) {
+			continue
+		}
+		plan.Actions = slices.DeleteFunc(plan.Actions, func(a Action) bool {
+			return a.Kind == ActionWait && a.UID == s.UID && a.Reason == reasonFinalizing
+		})
+		plan.Actions = append(plan.Actions, act(ActionFinalize, s, "retired with no controller to finalize it"))
+		if plan.Phase == PhaseSteady {
+			plan.Phase = PhaseHandoff
+		}
+	}
+	return plan, nil
 }
+
+// reasonFinalizing is the reason of a Wait on a set being deleted.
+const reasonFinalizing = "being finalized"
 
 // members keeps the family's sets, validated and in a canonical order.
 func (p Planner) members(observed []Set) ([]Set, error) {
@@ -342,7 +378,7 @@ func (p Planner) planHandoff(sets []Set, d *Desired) Plan {
 		}
 		if len(old) == 0 {
 			for _, s := range terminating {
-				plan.Actions = append(plan.Actions, act(ActionWait, s, "being finalized"))
+				plan.Actions = append(plan.Actions, act(ActionWait, s, reasonFinalizing))
 			}
 		}
 		plan.Phase = PhaseHandoff
@@ -380,7 +416,7 @@ func (p Planner) planRemoval(sets []Set) Plan {
 	plan := Plan{Phase: PhaseRemove}
 	for _, s := range sets {
 		if s.Deleting {
-			plan.Actions = append(plan.Actions, act(ActionWait, s, "being finalized"))
+			plan.Actions = append(plan.Actions, act(ActionWait, s, reasonFinalizing))
 			continue
 		}
 		live = append(live, s)
