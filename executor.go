@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 )
@@ -80,6 +81,16 @@ type Executor struct {
 	// not know; a mapper that cannot be reset makes such a kind an
 	// [ErrStaleMapper] error that stops the retirement.
 	Mapper meta.RESTMapper
+	// Discovery, if set, proves a kind not served before anything relies
+	// on it: a kind the mapper does not know after a reset is not served
+	// only when its group is not served, or was discovered whole without
+	// it. A group whose discovery fails (an aggregated API that is down)
+	// makes its kinds unknown: nothing listed in them is handed over,
+	// deleted or reported gone, the call fails with a [*DiscoveryError],
+	// and [Reads.Undiscovered] names the group. Without it, the mapper's
+	// answer after a reset is taken as it is (client-go's
+	// DeferredDiscoveryRESTMapper drops a group whose discovery failed).
+	Discovery discovery.DiscoveryInterface
 	// Build makes a desired set; required for Create and Update.
 	Build BuildFunc
 	// RoleOrder orders retirement on a removal (see [Planner.RoleOrder]).
@@ -229,6 +240,7 @@ func (e *Executor) start() (*run, error) {
 	var res *resolver
 	if e.Mapper != nil {
 		res = newResolver(e.Mapper)
+		res.disco = e.Discovery
 		if r.family.ClusterScoped == nil {
 			r.family.ClusterScoped = res.clusterScoped()
 		}
@@ -239,7 +251,7 @@ func (e *Executor) start() (*run, error) {
 			r.objects = &dynamicObjects{client: e.Dynamic, mapper: e.Mapper, res: res}
 		}
 	case callScoped:
-		r.objects = o.forCall()
+		r.objects = o.forCall(e.Discovery)
 	}
 	return r, nil
 }
@@ -865,6 +877,10 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 			it.Verdict, it.Reason = Skip, "already gone"
 			return it, skipped, nil
 		case err != nil:
+			var de *DiscoveryError
+			if errors.As(err, &de) && !slices.Contains(r.live.reads.Undiscovered, de.Group) {
+				r.live.reads.Undiscovered = append(r.live.reads.Undiscovered, de.Group)
+			}
 			return it, skipped, err
 		}
 		refs := live.GetOwnerReferences()

@@ -73,6 +73,9 @@ type Reads struct {
 	// Fallback names the scopes read with Gets because they could not be
 	// listed: the Objects cannot list, or the List was forbidden.
 	Fallback []Scope
+	// Undiscovered names the API groups whose discovery failed (see
+	// [Executor.Discovery]): what is listed in their kinds was left alone.
+	Undiscovered []string
 }
 
 // liveState is what one call read of the resources sets list: the objects
