@@ -911,7 +911,7 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 			switch {
 			case err != nil:
 				return it, skipped, err
-			case other == nil && OwnerOf(live, retiring, others) == OwnedBySet:
+			case other == nil && ownerOf(r.e.Prune.owning(live), retiring, others) == OwnedBySet && len(refs) == len(r.e.Prune.owning(live)):
 				// The garbage collector deletes it once the set is gone:
 				// a delete here would be a write it does not need.
 				it.Verdict, it.Reason = Delete, "owned by "+retiring.Name+" alone, listed by no other set: left to the garbage collector"

@@ -710,3 +710,40 @@ func TestRetireOfASetWithoutFinalizerResumes(t *testing.T) {
 		t.Errorf("after the next Step: webhook present %v, static-v1 present %v; want both gone", f.c.Exists(hookKey), f.c.Exists(v1Key))
 	}
 }
+
+// tektoncd/operator makes the target Namespace the owner of the operator's
+// own webhook configurations. That ownerReference places the object; it
+// does not make it someone else's: with PlacementOwners, removing the last
+// set that lists the webhook deletes it, where otherwise an admission
+// webhook with failurePolicy Fail would outlive the Service it calls.
+func TestPlacementOwnerDoesNotKeepAnObject(t *testing.T) {
+	hook := mkObj("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", "", "proxy.operator.tekton.dev", "")
+	hookKey := handofftest.Key{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration", Name: "proxy.operator.tekton.dev"}
+	for name, tc := range map[string]struct {
+		placement []schema.GroupKind
+		wantGone  bool
+	}{
+		"a Namespace owner counts as an owner":      {wantGone: false},
+		"a Namespace owner is a placement (tekton)": {placement: []schema.GroupKind{{Kind: "Namespace"}}, wantGone: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			ns := mkObj("v1", "Namespace", "", testNS, "")
+			f.seed(t, []setSpec{{name: "static-v1", gen: "v1", role: "static", age: 20, ready: true, lists: []*unstructured.Unstructured{hook}}}, []*unstructured.Unstructured{ns}, nil)
+			live, _ := f.c.Get(handofftest.Key{Kind: "Namespace", Name: testNS})
+			owned := hook.DeepCopy()
+			owned.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Namespace", Name: testNS, UID: live.GetUID()}})
+			if err := f.c.Add(owned); err != nil {
+				t.Fatal(err)
+			}
+			f.exec.Prune.PlacementOwners = tc.placement
+			res, err := f.finalizeAndDelete(t, "static-v1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gone := !f.c.Exists(hookKey); gone != tc.wantGone {
+				t.Errorf("webhook gone %v, want %v; skipped %v", gone, tc.wantGone, res.Skipped)
+			}
+		})
+	}
+}
