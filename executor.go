@@ -218,6 +218,7 @@ type run struct {
 	byRef         map[Ref]int
 	strangersRead bool
 	live          liveState // what the call read of listed resources
+	staying       types.UID // the set prune works for: it does not go, so the garbage collector takes nothing of it
 	setReads      struct{ lists, gets int }
 	keptCount     int       // resources handed over or released by retirements
 	deadline      time.Time // from StepTimeout; zero: none
@@ -497,6 +498,8 @@ func (r *run) carryOut(ctx context.Context, plan Plan, desired *Desired) error {
 			err = r.retire(ctx, a.UID)
 		case ActionFinalize:
 			err = r.finish(ctx, a.UID)
+		case ActionPrune:
+			err = r.prune(ctx, a.UID)
 		}
 		if err != nil {
 			return err
@@ -654,6 +657,9 @@ func (r *run) update(ctx context.Context, d Desired, role Role, cur Set) error {
 		maps.Copy(ann, want.GetAnnotations())
 		next.SetLabels(lbls)
 		next.SetAnnotations(ann)
+		if err := r.recordDropped(live, next); err != nil {
+			return err
+		}
 		var err error
 		done, err = r.e.sets().Update(ctx, next, metav1.UpdateOptions{})
 		return err
@@ -662,6 +668,116 @@ func (r *run) update(ctx context.Context, d Desired, role Role, cur Set) error {
 		return &SetError{Name: cur.Name, Err: fmt.Errorf("update in place: %w", err)}
 	}
 	r.saw(done)
+	return nil
+}
+
+// recordDropped writes on next, the update of live, the resources live
+// lists (or still had to prune) that next no longer lists, as
+// [DroppedAnnotation]: pruned once the set is Ready for next.
+func (r *run) recordDropped(live, next *unstructured.Unstructured) error {
+	before, err := r.family.resources(live)
+	if err != nil {
+		return fmt.Errorf("read what the set lists before the update: %w", err)
+	}
+	if v := live.GetAnnotations()[DroppedAnnotation]; v != "" {
+		var pending []Ref
+		if err := json.Unmarshal([]byte(v), &pending); err != nil {
+			return fmt.Errorf("annotation %s: %w", DroppedAnnotation, err)
+		}
+		before = append(before, pending...)
+	}
+	after, err := r.family.resources(next)
+	if err != nil {
+		return fmt.Errorf("read what the set lists after the update: %w", err)
+	}
+	kept := make(map[Ref]bool, len(after))
+	for _, ref := range after {
+		kept[ref] = true
+	}
+	var dropped []Ref
+	for _, ref := range before {
+		if !kept[ref] {
+			kept[ref] = true // once each
+			dropped = append(dropped, ref)
+		}
+	}
+	ann := next.GetAnnotations()
+	if len(dropped) == 0 {
+		delete(ann, DroppedAnnotation)
+	} else {
+		v, err := json.Marshal(dropped)
+		if err != nil {
+			return err
+		}
+		ann[DroppedAnnotation] = string(v)
+	}
+	next.SetAnnotations(ann)
+	return nil
+}
+
+// prune deletes what an update in place took out of a set that stays,
+// now that the set is Ready for its new spec: each dropped resource that
+// no live set of the family lists, as [Executor.Finalize] would when the
+// set went (kept, protected and foreign objects stay; an object the set
+// owns is released from it if it is kept), with a fresh read before each
+// delete. Then it clears [DroppedAnnotation], on condition that the set is
+// unchanged since it was read.
+func (r *run) prune(ctx context.Context, uid types.UID) error {
+	sp, ok := r.set(uid)
+	if !ok || len(sp.Dropped) == 0 {
+		return nil
+	}
+	s := *sp
+	listed := map[Ref]bool{}
+	for _, o := range r.view {
+		if !o.Deleting {
+			for _, ref := range o.Resources {
+				listed[ref] = true
+			}
+		}
+	}
+	var items []Item
+	for _, ref := range s.Dropped {
+		if !listed[ref] {
+			items = append(items, Item{Ref: ref, Verdict: Delete, Reason: "dropped by an update in place of " + s.Name + ", listed by no other set"})
+		}
+	}
+	if err := r.prefetch(ctx, refsOf(items)); err != nil {
+		return &SetError{Name: s.Name, Err: fmt.Errorf("prune: read what it dropped: %w", err)}
+	}
+	r.staying = s.UID
+	defer func() { r.staying = "" }()
+	others := r.others(uid)
+	var errs []error
+	for _, it := range items {
+		if r.outOfTime() {
+			return errOutOfTime
+		}
+		if _, _, err := r.settle(ctx, s, others, it, true); err != nil {
+			errs = append(errs, &ResourceError{Ref: it.Ref, Err: err})
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return &SetError{Name: s.Name, Err: fmt.Errorf("prune what an update dropped: %w", err)}
+	}
+	r.record(Call{Verb: "patch", Resource: r.family.Resource.Resource, Name: s.Name})
+	if r.e.DryRun {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid": s.UID, "resourceVersion": s.Object.GetResourceVersion(),
+		"annotations": map[string]any{DroppedAnnotation: nil},
+	}})
+	if err != nil {
+		return err
+	}
+	live, err := r.e.sets().Patch(ctx, s.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		// A Conflict: the set changed (another update dropped more); the
+		// next Step prunes again from what it then records.
+		return &SetError{Name: s.Name, Err: fmt.Errorf("prune: clear %s: %w", DroppedAnnotation, err)}
+	}
+	r.saw(live)
 	return nil
 }
 
@@ -911,7 +1027,7 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 			switch {
 			case err != nil:
 				return it, skipped, err
-			case other == nil && ownerOf(r.e.Prune.owning(live), retiring, others) == OwnedBySet && len(refs) == len(r.e.Prune.owning(live)):
+			case other == nil && retiring.UID != r.staying && ownerOf(r.e.Prune.owning(live), retiring, others) == OwnedBySet && len(refs) == len(r.e.Prune.owning(live)):
 				// The garbage collector deletes it once the set is gone:
 				// a delete here would be a write it does not need.
 				it.Verdict, it.Reason = Delete, "owned by "+retiring.Name+" alone, listed by no other set: left to the garbage collector"

@@ -619,3 +619,46 @@ func TestFinalizeHandsOverSharedAndDeletesObsolete(t *testing.T) {
 		t.Error("config-a was collected with the old set")
 	}
 }
+
+// An update in place that moves objects to another namespace (tekton: a
+// component's targetNamespace changed, same release) prunes what the set
+// no longer lists, once the set is Ready for its new spec: the objects in
+// the old namespace go, and only after their replacements exist; an
+// object the update keeps is never absent.
+func TestUpdateInPlacePrunesWhatItDropped(t *testing.T) {
+	ctx := context.Background()
+	w := handofftest.NewWorld("Comp")
+	at := func(ns string) map[string][]*unstructured.Unstructured {
+		return map[string][]*unstructured.Unstructured{"static": {mkObj("v1", "ConfigMap", ns, "moved", "v1"), mkObj("v1", "ConfigMap", testNS, "stays", "v1")}}
+	}
+	if _, err := w.Converge(ctx, w.DesireHashed("v1", []string{"static"}, at("old-ns")), 30); err != nil {
+		t.Fatal(err)
+	}
+	oldKey := handofftest.Key{Kind: "ConfigMap", Namespace: "old-ns", Name: "moved"}
+	newKey := handofftest.Key{Kind: "ConfigMap", Namespace: "new-ns", Name: "moved"}
+	staysKey := handofftest.Key{Kind: "ConfigMap", Namespace: testNS, Name: "stays"}
+	if !w.Cluster.Exists(oldKey) {
+		t.Fatal("v1 did not install the ConfigMap in old-ns")
+	}
+	moved := w.DesireHashed("v1", []string{"static"}, at("new-ns"))
+	if _, err := w.Converge(ctx, moved, 30); err != nil {
+		t.Fatal(err)
+	}
+	if w.Cluster.Exists(oldKey) || !w.Cluster.Exists(newKey) {
+		t.Fatalf("after the move: old-ns present %v, new-ns present %v; want only new-ns", w.Cluster.Exists(oldKey), w.Cluster.Exists(newKey))
+	}
+	gone, made := w.Cluster.Timeline(oldKey), w.Cluster.Timeline(newKey)
+	if len(gone) != 1 || len(made) != 1 || gone[0].To.Before(made[0].From) {
+		t.Errorf("old-ns copy removed %v, new-ns copy created %v: want the removal after the creation", gone, made)
+	}
+	if tl := w.Cluster.Timeline(staysKey); len(tl) != 1 || !tl[0].To.IsZero() {
+		t.Errorf("the ConfigMap both specs list has lifetimes %+v, want one that has not ended", tl)
+	}
+	set, ok := w.Cluster.Get(handofftest.Key{Group: handofftest.SetResource.Group, Kind: "TektonInstallerSet", Name: w.Family.SetName("v1", "static")})
+	if !ok {
+		t.Fatal("no set")
+	}
+	if v, ok := set.GetAnnotations()[handoff.DroppedAnnotation]; ok {
+		t.Errorf("the set still records dropped resources: %s", v)
+	}
+}

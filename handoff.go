@@ -29,6 +29,10 @@ const (
 	ActionWait ActionKind = "Wait"
 	// ActionRetire deletes exactly one set, named by name and UID.
 	ActionRetire ActionKind = "Retire"
+	// ActionPrune deletes what an update in place took out of a desired
+	// set ([Set.Dropped]), once the set is Ready for its new spec and when
+	// no other live set lists it; then it clears the record.
+	ActionPrune ActionKind = "Prune"
 	// ActionFinalize finishes the retirement of a set that no controller
 	// finalizes (it had no finalizer when it was retired, so the executor
 	// put [ExecutorFinalizer] on it): what it installed without an owner
@@ -337,6 +341,7 @@ func (p Planner) planHandoff(sets []Set, d *Desired) Plan {
 	// ready[i]: role i has a kept set that is Ready for its current spec and
 	// needs no update.
 	ready := make([]bool, len(d.Roles))
+	var prunes []Action
 	allReady := true
 	for i, r := range d.Roles {
 		s, ok := kept[r.Name]
@@ -349,12 +354,16 @@ func (p Planner) planHandoff(sets []Set, d *Desired) Plan {
 			plan.Actions = append(plan.Actions, wait)
 		case ok:
 			ready[i] = true
+			if len(s.Dropped) > 0 {
+				prunes = append(prunes, act(ActionPrune, s, fmt.Sprintf("%d resources dropped by an update in place", len(s.Dropped))))
+			}
 		default:
 			plan.Actions = append(plan.Actions, p.missing(r, d, kept, ready, roleIdx, terminating))
 		}
 		allReady = allReady && ready[i]
 	}
 	plan.Actions = append(plan.Actions, duplicates...)
+	plan.Actions = append(plan.Actions, prunes...)
 
 	others := len(old) > 0
 	for _, s := range terminating {
