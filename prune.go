@@ -322,8 +322,9 @@ func (d *decider) decide(i int) Decision {
 		if k < 0 {
 			continue
 		}
-		out.Items = append(out.Items, Item{Ref: s.Resources[n]})
+		out.Items = out.Items[:len(out.Items)+1] // zeroed by make: no Item to build and copy
 		it := &out.Items[len(out.Items)-1]
+		it.Ref = s.Resources[n]
 		switch succ := d.successor(k, ex); {
 		case succ >= 0:
 			t := &d.sets[succ]
