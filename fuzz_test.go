@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"hash/maphash"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -366,4 +368,70 @@ func FuzzFinalization(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A cell whose hash bits agree with a resource's but which holds another
+// resource is passed over: resources are compared whole.
+func TestRefIndexHashBitsAgree(t *testing.T) {
+	a := []Ref{{Kind: "ConfigMap", Namespace: "ns", Name: "x"}}
+	b := Ref{Group: "apps", Kind: "Deployment", Namespace: "ns", Name: "x"}
+	x := newRefIndex(2)
+	x.addAll(a, make([]int32, 1))
+	// Put a in the home cell of b with b's hash bits, as if their hashes
+	// agreed there.
+	home, tag := x.cell(maphash.Comparable(refSeed, b))
+	clear(x.cells)
+	x.cells[home] = tag | 1
+	if k := x.find(&b); k != -1 {
+		t.Fatalf("find %v = %d, want -1: it is not in the index", b, k)
+	}
+	ks := make([]int32, 1)
+	x.addAll([]Ref{b}, ks)
+	if ks[0] != 1 {
+		t.Fatalf("add %v: slot %d, want 1, its own", b, ks[0])
+	}
+	if k := x.find(&b); k != 1 {
+		t.Fatalf("find %v = %d, want 1", b, k)
+	}
+}
+
+// slotOf, which the executor asks for each resource it hands over, finds
+// the slot of what a retiring set lists, and nothing else.
+func TestDeciderSlotOf(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 6))
+	ref := func() Ref {
+		return Ref{Kind: []string{"ConfigMap", "Secret"}[rng.IntN(2)], Namespace: []string{"", "a"}[rng.IntN(2)], Name: fmt.Sprint(rng.IntN(30))}
+	}
+	for range 50 {
+		sets := make([]Set, 1+rng.IntN(5))
+		for i := range sets {
+			sets[i].UID = types.UID(fmt.Sprint(i))
+			for range rng.IntN(40) {
+				sets[i].Resources = append(sets[i].Resources, ref())
+			}
+		}
+		var retiring []int
+		for i := range sets {
+			if rng.IntN(2) == 0 {
+				retiring = append(retiring, i)
+			}
+		}
+		d := newDecider(sets, retiring, PruneOptions{})
+		for i, s := range sets {
+			for range 40 {
+				r := ref()
+				// What slotOf returned when it searched the list.
+				want, wantOK := int32(0), false
+				for n, k := range d.slots[i] {
+					if k >= 0 && s.Resources[n] == r {
+						want, wantOK = k, true
+						break
+					}
+				}
+				if got, ok := d.slotOf(i, r); got != want || ok != wantOK {
+					t.Fatalf("slotOf(%d, %v) = %d, %v; want %d, %v", i, r, got, ok, want, wantOK)
+				}
+			}
+		}
+	}
 }

@@ -3,6 +3,7 @@ package handoff
 import (
 	"cmp"
 	"fmt"
+	"hash/maphash"
 	"math/bits"
 	"slices"
 	"strings"
@@ -188,12 +189,14 @@ func Finalizations(retiring []Set, family []Set, opts PruneOptions) []Decision {
 // caller marks a set it has retired in sets and decides the next one.
 type decider struct {
 	sets      []Set
-	pos       []int // pos[i]: bit position of sets[i]
-	byPos     []int // byPos[p]: index in sets of bit position p
-	words     int   // uint64 words per resource
-	slots     [][]int32
-	bits      []uint64 // words per slot: which sets list its resource
-	reasons   []string // per bit position, made on first use
+	pos       []int     // pos[i]: bit position of sets[i]
+	byPos     []int     // byPos[p]: index in sets of bit position p
+	words     int       // uint64 words per resource
+	retiring  []bool    // retiring[i]: sets[i] is decided
+	slots     [][]int32 // slots[i][n]: slot of sets[i].Resources[n], -1 for a repeat; retiring sets only
+	bits      []uint64  // words per slot: which sets list its resource
+	index     refIndex  // resource to slot
+	reasons   []string  // per bit position, made on first use
 	protected map[schema.GroupKind]bool
 }
 
@@ -220,55 +223,66 @@ func newDecider(sets []Set, retiring []int, opts PruneOptions) *decider {
 	for _, gk := range opts.Protected {
 		d.protected[gk] = true
 	}
+	isRetiring := make([]bool, len(sets))
+	d.retiring = isRetiring
 	n := 0
 	for _, i := range retiring {
-		n += len(sets[i].Resources)
+		if !isRetiring[i] {
+			isRetiring[i] = true
+			n += len(sets[i].Resources)
+		}
 	}
-	slot := make(map[Ref]int32, n)
-	d.bits = make([]uint64, 0, n*d.words)
-	isRetiring := make([]bool, len(sets))
-	for _, i := range retiring {
-		isRetiring[i] = true
+	// Every size is known up front: one allocation each, none per
+	// resource. A retiring set listed twice is indexed once.
+	d.index = newRefIndex(n)
+	d.bits = make([]uint64, n*d.words)
+	own := make([]int32, n)
+	for i, s := range sets {
+		if !isRetiring[i] {
+			continue
+		}
 		w, b := d.pos[i]/64, uint64(1)<<(d.pos[i]%64)
-		own := make([]int32, 0, len(sets[i].Resources))
-		for _, r := range sets[i].Resources {
-			k, ok := slot[r]
-			if !ok {
-				k = int32(len(d.bits) / d.words)
-				slot[r] = k
-				d.bits = append(d.bits, make([]uint64, d.words)...)
-			}
+		d.slots[i], own = own[:len(s.Resources):len(s.Resources)], own[len(s.Resources):]
+		d.index.addAll(s.Resources, d.slots[i])
+		for j, k := range d.slots[i] {
 			if d.bits[int(k)*d.words+w]&b != 0 {
-				own = append(own, -1) // listed twice by this set: decided once
+				d.slots[i][j] = -1 // listed twice by this set: decided once
 				continue
 			}
 			d.bits[int(k)*d.words+w] |= b
-			own = append(own, k)
 		}
-		d.slots[i] = own
 	}
 	for i, s := range sets {
 		if isRetiring[i] {
 			continue
 		}
 		w, b := d.pos[i]/64, uint64(1)<<(d.pos[i]%64)
-		for _, r := range s.Resources {
-			if k, ok := slot[r]; ok {
-				d.bits[int(k)*d.words+w] |= b
+		var ks [probeBatch]int32
+		for rs := s.Resources; len(rs) > 0; {
+			m := min(len(rs), probeBatch)
+			d.index.findAll(rs[:m], ks[:m])
+			for _, k := range ks[:m] {
+				if k >= 0 {
+					d.bits[int(k)*d.words+w] |= b
+				}
 			}
+			rs = rs[m:]
 		}
 	}
 	return d
 }
 
-// slotOf returns the slot of a resource sets[i] lists.
+// slotOf returns the slot of a resource sets[i] lists, sets[i] being one
+// of the retiring sets.
 func (d *decider) slotOf(i int, r Ref) (int32, bool) {
-	for n, k := range d.slots[i] {
-		if k >= 0 && d.sets[i].Resources[n] == r {
-			return k, true
-		}
+	if !d.retiring[i] {
+		return 0, false
 	}
-	return 0, false
+	k := d.index.find(&r)
+	if k < 0 || d.bits[int(k)*d.words+d.pos[i]/64]&(1<<(d.pos[i]%64)) == 0 {
+		return 0, false
+	}
+	return k, true
 }
 
 // excluded returns the bit mask of the sets that cannot be successors of
@@ -297,19 +311,31 @@ func (d *decider) listers(k int32, ex []uint64, fn func(i int) bool) {
 	}
 }
 
+// successor returns the index in sets of the most preferred set that lists
+// the resource in slot k and is not excluded, or -1.
+func (d *decider) successor(k int32, ex []uint64) int {
+	row := d.bits[int(k)*d.words : int(k+1)*d.words]
+	for w, word := range row {
+		if word &^= ex[w]; word != 0 {
+			return d.byPos[w*64+bits.TrailingZeros64(word)]
+		}
+	}
+	return -1
+}
+
 // decide makes the decision of sets[i], one of the retiring sets.
 func (d *decider) decide(i int) Decision {
-	s := d.sets[i]
+	s := &d.sets[i]
 	ex := d.excluded(i)
 	out := Decision{Set: s.Name, UID: s.UID, Items: make([]Item, 0, len(s.Resources))}
 	for n, k := range d.slots[i] {
 		if k < 0 {
 			continue
 		}
-		it := Item{Ref: s.Resources[n]}
-		succ := -1
-		d.listers(k, ex, func(j int) bool { succ = j; return false })
-		switch {
+		out.Items = out.Items[:len(out.Items)+1] // zeroed by make: no Item to build and copy
+		it := &out.Items[len(out.Items)-1]
+		it.Ref = s.Resources[n]
+		switch succ := d.successor(k, ex); {
 		case succ >= 0:
 			t := &d.sets[succ]
 			it.Verdict, it.Successor, it.SuccessorUID = Keep, t.Name, t.UID
@@ -325,9 +351,132 @@ func (d *decider) decide(i int) Decision {
 		default:
 			it.Verdict, it.Reason = Delete, "listed by no other set"
 		}
-		out.Items = append(out.Items, it)
 	}
 	return out
+}
+
+// refIndex numbers resources: those added are numbered in order from 0,
+// and the slot of a resource is the number of its first copy, so slots are
+// sparse where a resource is added twice.
+//
+// It is an open-addressing table with linear probing, at most two thirds
+// full, whose 4-byte cells hold a slot and as many bits of the resource's
+// hash as the slot leaves free. A map keyed by Ref holds the 64-byte Ref
+// itself: for 100 000 resources the table is 600 kB where such a map is
+// about 10 MB, the garbage collector never scans it, and adding a resource
+// is one probe where a map needs a lookup and then an assignment.
+// Resources are compared whole only when the hash bits agree.
+type refIndex struct {
+	cells  []uint32 // hash bits | slot+1; 0 is empty
+	low    uint32   // the bits of a cell that hold slot+1
+	lists  [][]Ref  // the lists added, in order
+	starts []int32  // starts[j]: the number of lists[j][0]
+	added  int32    // how many resources were added
+}
+
+// refSeed seeds the hash of every index, so that no input can be chosen
+// to collide.
+var refSeed = maphash.MakeSeed()
+
+// newRefIndex makes an index for up to n resources.
+func newRefIndex(n int) refIndex {
+	if n >= 1<<30 {
+		// A slot would not leave a bit of hash in a cell; 2^30 resources
+		// would take 64 GiB of Refs before the index.
+		panic(fmt.Sprintf("handoff: %d resources to index", n))
+	}
+	return refIndex{cells: make([]uint32, max(16, n+n/2)), low: 1<<bits.Len(uint(n)) - 1}
+}
+
+// probeBatch is how many resources addAll and findAll hash before they
+// probe the table. Hashing reads every name, a cache miss each in a large
+// family, and a loop that only hashes lets those misses overlap, where
+// between probes each waits for the one before.
+const probeBatch = 32
+
+// cell returns the home cell and the hash bits of a hash.
+func (x *refIndex) cell(h uint64) (uint32, uint32) {
+	return uint32(uint64(uint32(h)) * uint64(len(x.cells)) >> 32), uint32(h>>32) &^ x.low
+}
+
+// ref returns the resource numbered k.
+func (x *refIndex) ref(k int32) *Ref {
+	j := len(x.starts) - 1
+	if j > 8 {
+		j, _ = slices.BinarySearch(x.starts, k+1)
+		j--
+	}
+	for x.starts[j] > k {
+		j--
+	}
+	return &x.lists[j][k-x.starts[j]]
+}
+
+// hashRefs sets hs[n] to the hash of rs[n].
+func hashRefs(rs []Ref, hs []uint64) {
+	for n := range rs {
+		hs[n] = maphash.Comparable(refSeed, rs[n])
+	}
+}
+
+// probe returns the cell of r, whose hash is h: the one that holds it, or
+// the empty one where it goes.
+func (x *refIndex) probe(r *Ref, h uint64) uint32 {
+	c, tag := x.cell(h)
+	for {
+		v := x.cells[c]
+		if v == 0 || (v&^x.low == tag && *x.ref(int32(v&x.low) - 1) == *r) {
+			return c
+		}
+		if c++; int(c) == len(x.cells) {
+			c = 0
+		}
+	}
+}
+
+// slot returns the slot a cell holds, -1 for an empty one.
+func (x *refIndex) slot(c uint32) int32 {
+	return int32(x.cells[c]&x.low) - 1
+}
+
+// find returns the slot of r, or -1.
+func (x *refIndex) find(r *Ref) int32 {
+	return x.slot(x.probe(r, maphash.Comparable(refSeed, *r)))
+}
+
+// findAll sets ks[n] to the slot of rs[n], or -1.
+func (x *refIndex) findAll(rs []Ref, ks []int32) {
+	var hs [probeBatch]uint64
+	for len(rs) > 0 {
+		b := min(len(rs), probeBatch)
+		hashRefs(rs[:b], hs[:b])
+		for n := range b {
+			ks[n] = x.slot(x.probe(&rs[n], hs[n]))
+		}
+		rs, ks = rs[b:], ks[b:]
+	}
+}
+
+// addAll adds the resources of rs and sets ks[n] to the slot of rs[n]. rs
+// must stay unchanged while the index is in use.
+func (x *refIndex) addAll(rs []Ref, ks []int32) {
+	x.lists = append(x.lists, rs)
+	x.starts = append(x.starts, x.added)
+	var hs [probeBatch]uint64
+	for len(rs) > 0 {
+		b := min(len(rs), probeBatch)
+		hashRefs(rs[:b], hs[:b])
+		for n := range b {
+			c := x.probe(&rs[n], hs[n])
+			if x.cells[c] == 0 {
+				_, tag := x.cell(hs[n])
+				x.cells[c] = tag | uint32(x.added+1)
+			}
+			x.added++
+			ks[n] = x.slot(c)
+		}
+		rs, ks = rs[b:], ks[b:]
+	}
 }
 
 // LiveVerdict checks a Delete item against the live object before anything

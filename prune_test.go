@@ -1,11 +1,15 @@
 package handoff_test
 
 import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/kube-handoff/handoff"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -323,5 +327,153 @@ func TestPruneDefaultOptions(t *testing.T) {
 	}
 	if d := cmp.Diff(want, handoff.DefaultPruneOptions()); d != "" {
 		t.Errorf("DefaultPruneOptions (-want +got):\n%s", d)
+	}
+}
+
+// prOracle is Finalizations the slow way: for each retiring set in turn,
+// each distinct resource it lists, every other set of the family.
+func prOracle(retiring, family []handoff.Set, opts handoff.PruneOptions) []handoff.Decision {
+	sets := slices.Clone(family)
+	for _, r := range retiring {
+		if !slices.ContainsFunc(sets, func(s handoff.Set) bool { return s.UID == r.UID }) {
+			sets = append(sets, r)
+		}
+	}
+	preferred := func(a, b *handoff.Set) bool {
+		switch {
+		case (a.Invalid == nil) != (b.Invalid == nil):
+			return a.Invalid == nil
+		case (a.SupersededBy == "") != (b.SupersededBy == ""):
+			return a.SupersededBy == ""
+		case !a.Created.Equal(b.Created):
+			return a.Created.After(b.Created)
+		case a.Name != b.Name:
+			return a.Name < b.Name
+		}
+		return a.UID < b.UID
+	}
+	lists := make([]map[handoff.Ref]bool, len(sets))
+	for j, s := range sets {
+		lists[j] = map[handoff.Ref]bool{}
+		for _, ref := range s.Resources {
+			lists[j][ref] = true
+		}
+	}
+	var out []handoff.Decision
+	for _, r := range retiring {
+		i := slices.IndexFunc(sets, func(s handoff.Set) bool { return s.UID == r.UID })
+		d := handoff.Decision{Set: sets[i].Name, UID: sets[i].UID, Items: []handoff.Item{}}
+		seen := map[handoff.Ref]bool{}
+		for _, ref := range sets[i].Resources {
+			if seen[ref] {
+				continue
+			}
+			seen[ref] = true
+			var succ *handoff.Set
+			for j := range sets {
+				t := &sets[j]
+				if j != i && !t.Deleting && lists[j][ref] && (succ == nil || preferred(t, succ)) {
+					succ = t
+				}
+			}
+			it := handoff.Item{Ref: ref}
+			switch {
+			case succ != nil:
+				it.Verdict, it.Successor, it.SuccessorUID, it.Reason = handoff.Keep, succ.Name, succ.UID, "listed by "+succ.String()
+			case slices.Contains(opts.Protected, ref.GroupKind()):
+				it.Verdict, it.Reason = handoff.Skip, "protected kind"
+			default:
+				it.Verdict, it.Reason = handoff.Delete, "listed by no other set"
+			}
+			d.Items = append(d.Items, it)
+		}
+		out = append(out, d)
+		sets[i].Deleting = true
+	}
+	return out
+}
+
+// prRandomFamily draws a family of up to sets sets listing resources of a
+// pool of about pool, in which names repeat across kinds and namespaces,
+// and the sets to retire: some of the family in any order, and sometimes
+// one outside it.
+func prRandomFamily(rng *rand.Rand, sets, pool int) (retiring, family []handoff.Set) {
+	kinds := []schema.GroupKind{{Kind: "ConfigMap"}, {Kind: "Namespace"}, {Group: "apps", Kind: "Deployment"},
+		{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}, {Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}}
+	ref := func() handoff.Ref {
+		gk := kinds[rng.IntN(len(kinds))]
+		return handoff.Ref{Group: gk.Group, Kind: gk.Kind, Namespace: []string{"", "a", "b"}[rng.IntN(3)],
+			Name: fmt.Sprintf("r%d", rng.IntN(pool/4+1))}
+	}
+	n := 1 + rng.IntN(sets)
+	for i := range n {
+		s := handoff.Set{
+			Name:         fmt.Sprintf("s%d", rng.IntN(n)), // names repeat: the UID tells sets apart
+			UID:          types.UID(fmt.Sprintf("uid-%d", i)),
+			Generation:   []string{"v1", "v2"}[rng.IntN(2)],
+			Role:         "r",
+			Created:      time.Unix(int64(rng.IntN(4)), 0),
+			Deleting:     rng.IntN(5) == 0,
+			SupersededBy: []string{"", "v2"}[rng.IntN(2)],
+		}
+		if rng.IntN(6) == 0 {
+			s.Invalid = errors.New("unreadable")
+		}
+		for range rng.IntN(pool + 1) {
+			s.Resources = append(s.Resources, ref())
+		}
+		family = append(family, s)
+	}
+	for _, i := range rng.Perm(n)[:rng.IntN(n+1)] {
+		retiring = append(retiring, family[i])
+	}
+	if rng.IntN(4) == 0 {
+		retiring = append(retiring, handoff.Set{Name: "outside", UID: "uid-outside", Resources: []handoff.Ref{ref(), ref()}})
+	}
+	return retiring, family
+}
+
+// Finalizations agrees with the oracle on random families: small ones,
+// ones of thousands of resources, and ones of more than 64 sets, whose
+// listers take more than one word.
+func TestPruneFinalizationsAgainstOracle(t *testing.T) {
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 15))
+		sets, pool := 6, 12
+		switch seed % 10 {
+		case 8:
+			sets, pool = 8, 4000
+		case 9:
+			sets, pool = 80, 60
+		}
+		retiring, family := prRandomFamily(rng, sets, pool)
+		want := prOracle(retiring, family, prOptions)
+		got := handoff.Finalizations(retiring, family, prOptions)
+		if !slices.EqualFunc(want, got, prSameDecision) {
+			t.Fatalf("seed %d: Finalizations (-oracle +got):\n%s", seed, cmp.Diff(want, got, cmpopts.EquateEmpty()))
+		}
+		if len(retiring) > 0 {
+			want := prOracle(retiring[:1], family, prOptions)[0]
+			if got := handoff.Finalization(retiring[0], family, prOptions); !prSameDecision(want, got) {
+				t.Fatalf("seed %d: Finalization (-oracle +got):\n%s", seed, cmp.Diff(want, got, cmpopts.EquateEmpty()))
+			}
+		}
+	}
+}
+
+func prSameDecision(a, b handoff.Decision) bool {
+	return a.Set == b.Set && a.UID == b.UID && slices.Equal(a.Items, b.Items)
+}
+
+// A set named twice among the retiring ones is decided in full both times:
+// the index once made both decisions empty, so nothing it listed was kept
+// or deleted.
+func TestPruneFinalizationsRetiringTwice(t *testing.T) {
+	old := prSet("static-v1", "v1", "static", 1, prCM("shared"), prCM("obsolete"))
+	succ := prSet("static-v2", "v2", "static", 2, prCM("shared"))
+	want := handoff.Decision{Set: old.Name, UID: old.UID, Items: []handoff.Item{prKeep(prCM("shared"), succ), prDelete(prCM("obsolete"))}}
+	got := handoff.Finalizations([]handoff.Set{old, old}, []handoff.Set{old, succ}, prOptions)
+	if d := cmp.Diff([]handoff.Decision{want, want}, got); d != "" {
+		t.Errorf("Finalizations (-want +got):\n%s", d)
 	}
 }
