@@ -79,6 +79,18 @@ type SetController struct {
 	// it deletes every listed resource by name, whoever owns it, and
 	// ignores the coexistence guard (it neither asks nor stamps).
 	Legacy bool
+	// Finalize, if set, is called in place of Executor.Finalize for a set
+	// being deleted, with the family as the pass sees it: an operator that
+	// builds what its finalizer needs for each call (tektoncd/operator
+	// reaches the resources through a manifestival client told the API
+	// versions of the set's manifests) does it here. An error keeps the
+	// finalizer.
+	Finalize func(ctx context.Context, set *unstructured.Unstructured, family []handoff.Set) (handoff.FinalizeResult, error)
+	// SkipNotServed leaves out a listed resource whose kind the cluster
+	// does not serve (Mapper does not know it, after a reset) instead of
+	// failing the set's pass, as an operator does whose manifests hold
+	// optional kinds (cert-manager's, on a cluster without cert-manager).
+	SkipNotServed bool
 
 	seen map[types.UID]seen
 }
@@ -159,7 +171,7 @@ func (c *SetController) reconcileSet(ctx context.Context, fam handoff.Family, s 
 			if err := c.deleteAllByName(ctx, obj); err != nil {
 				return err
 			}
-		} else if _, err := c.Executor.Finalize(ctx, obj); err != nil {
+		} else if _, err := c.finalize(ctx, obj, family); err != nil {
 			return err
 		}
 		rest := slices.DeleteFunc(slices.Clone(obj.GetFinalizers()), func(f string) bool { return f == c.Finalizer })
@@ -190,6 +202,9 @@ func (c *SetController) reconcileSet(ctx context.Context, fam handoff.Family, s 
 			continue
 		}
 		if err := c.apply(ctx, fam, want, s, guard); err != nil {
+			if c.SkipNotServed && meta.IsNoMatchError(err) {
+				continue
+			}
 			return fmt.Errorf("apply %s: %w", handoff.RefOf(want), err)
 		}
 	}
@@ -216,6 +231,13 @@ func (c *SetController) reconcileSet(ctx context.Context, fam handoff.Family, s 
 		}
 	}
 	return c.writeStatus(ctx, sets, obj, "True", "Installed", "")
+}
+
+func (c *SetController) finalize(ctx context.Context, set *unstructured.Unstructured, family []handoff.Set) (handoff.FinalizeResult, error) {
+	if c.Finalize != nil {
+		return c.Finalize(ctx, set, family)
+	}
+	return c.Executor.Finalize(ctx, set)
 }
 
 // writeStatus writes the set's Ready condition with observedGeneration,
