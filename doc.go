@@ -37,8 +37,15 @@
 // with reason [ReasonSuperseded] while the set carries the superseded mark.
 //
 // Listed resources are reached through [Objects]: [NewDynamicObjects] over
-// a dynamic client and a REST mapper, which it resets once on a kind it does
-// not know, or an adapter over a client the operator already holds.
+// a dynamic client and a REST mapper, which it may reset once per call on a
+// kind it does not know, or an adapter over a client the operator already
+// holds, such as [ManifestivalObjects]. Identity is GroupKind + namespace +
+// name: a kind is "not served" ([ErrNotServed]) only when no version of it
+// is, and a resource a live set lists is never skipped for that reason.
+//
+// An object a live set of another family of the same set kind lists, or
+// last wrote, is not the family's to delete: [Executor.Finalize] keeps it,
+// and [NewGuard] given that family's sets refuses to write it.
 //
 // Usage, in a reconciler:
 //

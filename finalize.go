@@ -13,14 +13,36 @@ import (
 type FinalizeResult struct {
 	// Decision is the pure decision the work followed.
 	Decision Decision
-	// Deleted, HandedOver and Skipped hold the items by what happened;
-	// a Delete item the live check refused is in Skipped with its reason,
-	// and a kept item released from the set has Detached set.
-	Deleted    []Item
+	// Deleted holds the resources deleted: those nothing else removes
+	// (installed without an owner, see [PruneOptions.Unowned]).
+	Deleted []Item
+	// Collected holds the obsolete resources the set alone owns: the
+	// garbage collector deletes them once the set is gone, so Finalize
+	// writes nothing for them.
+	Collected []Item
+	// HandedOver holds the kept resources whose ownerReferences moved from
+	// the set to the live sets that list them: only those whose owners
+	// changed.
 	HandedOver []Item
-	Skipped    []Item
+	// Kept holds the resources a live set lists that needed no write: the
+	// set did not own them, or they are gone.
+	Kept []Item
+	// Skipped holds the resources left alone, each with its reason: a
+	// Delete item the live check refused, a protected or keep-annotated one
+	// (Detached when it was released from the set), one another family
+	// serves.
+	Skipped []Item
+	// Unserved holds the resources skipped because their kind is not
+	// served, established by a fresh discovery (see [ErrNotServed]), so no
+	// object of them can exist. A resource a live set lists is never
+	// skipped so: that is an error.
+	Unserved []Item
 	// Writes are the writes made (or, in a dry run, that would be made).
 	Writes []Call
+	// Reads says how Finalize read the resources: one List per scope
+	// (group-kind and namespace), Gets where it could not list, and a Get
+	// to confirm each object before it deletes it.
+	Reads Reads
 }
 
 // Finalize is what a set controller calls from its finalizer (tektoncd/
@@ -68,7 +90,7 @@ func (e *Executor) Finalize(ctx context.Context, set *unstructured.Unstructured)
 	res := FinalizeResult{Decision: r.decide(retiring.UID)}
 	var errs []error
 	settle := func(it Item, others []Set) {
-		done, err := r.settle(ctx, retiring, others, it, true)
+		done, what, err := r.settle(ctx, retiring, others, it, true)
 		if err != nil {
 			if it.Verdict == Keep {
 				err = fmt.Errorf("hand over to %s: %w", it.Successor, err)
@@ -76,14 +98,23 @@ func (e *Executor) Finalize(ctx context.Context, set *unstructured.Unstructured)
 			errs = append(errs, &ResourceError{Ref: it.Ref, Err: err})
 			return
 		}
-		switch done.Verdict {
-		case Keep:
+		switch what {
+		case handedOver:
 			res.HandedOver = append(res.HandedOver, done)
-		case Delete:
+		case kept:
+			res.Kept = append(res.Kept, done)
+		case deleted:
 			res.Deleted = append(res.Deleted, done)
+		case collected:
+			res.Collected = append(res.Collected, done)
+		case unserved:
+			res.Unserved = append(res.Unserved, done)
 		default:
 			res.Skipped = append(res.Skipped, done)
 		}
+	}
+	if err := r.prefetch(ctx, refsOf(res.Decision.Items)); err != nil {
+		return res, err
 	}
 	obsolete := map[Ref]bool{}
 	for _, it := range res.Decision.Items {
@@ -101,8 +132,9 @@ func (e *Executor) Finalize(ctx context.Context, set *unstructured.Unstructured)
 		// Confirm before deleting: list the family again and decide the
 		// obsolete resources anew, so that a set created while this
 		// finalizer ran (the component installed again) keeps what it
-		// lists.
-		if err := r.observe(ctx); err != nil {
+		// lists. The same List reads the sets of other families, which
+		// keep what they list or last wrote.
+		if err := r.observeWide(ctx); err != nil {
 			return res, errors.Join(append(errs, err)...)
 		}
 		if cur, ok := r.set(retiring.UID); ok {
@@ -117,6 +149,8 @@ func (e *Executor) Finalize(ctx context.Context, set *unstructured.Unstructured)
 			}
 		}
 	}
-	res.Writes = r.writes
-	return res, errors.Join(errs...)
+	res.Writes, res.Reads = r.writes, r.live.reads
+	err = errors.Join(errs...)
+	r.reportFinalize(set.GetName(), res, err)
+	return res, err
 }

@@ -3,6 +3,7 @@ package handoff
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -22,6 +23,11 @@ const (
 	// A set controller that finds it on its set must not write resources the
 	// superseding generation also lists (see [Guard]).
 	DefaultSupersededAnnotation = "handoff.kube-handoff.io/superseded-by"
+	// DroppedAnnotation lists, as JSON, the resources an update in place
+	// took out of a set (a target namespace that moved, a manifest that
+	// went): the executor writes it with the update and prunes them once
+	// the set is Ready for its new spec ([ActionPrune]).
+	DroppedAnnotation = "handoff.kube-handoff.io/dropped"
 )
 
 // Family describes one family of sets: the sets of one component and type,
@@ -159,6 +165,9 @@ type Set struct {
 	Hash string
 	// Resources are the identities of the resources the set lists.
 	Resources []Ref
+	// Dropped are the resources an update in place took out of the set,
+	// still to be pruned ([DroppedAnnotation]).
+	Dropped []Ref
 	// Labels are the set's labels, kept so that the Planner can check
 	// family membership.
 	Labels map[string]string
@@ -207,6 +216,11 @@ func (f Family) Observe(u *unstructured.Unstructured) (Set, error) {
 	if f.HashAnnotation != "" {
 		s.Hash = ann[f.HashAnnotation]
 	}
+	if v := ann[DroppedAnnotation]; v != "" {
+		if err := json.Unmarshal([]byte(v), &s.Dropped); err != nil {
+			return s, f.invalid(&s, fmt.Errorf("annotation %s: %w", DroppedAnnotation, err))
+		}
+	}
 	probe := f.Probe
 	if probe == nil {
 		probe = ConditionProbe{}
@@ -219,11 +233,27 @@ func (f Family) Observe(u *unstructured.Unstructured) (Set, error) {
 	default:
 		s.Readiness = probe.Ready(u)
 	}
+	refs, rerr := f.resources(u)
+	s.Resources = refs
+	switch {
+	case s.Generation == "":
+		return s, f.invalid(&s, fmt.Errorf("no generation label %q", f.GenerationLabel))
+	case s.Role == "":
+		return s, f.invalid(&s, fmt.Errorf("no role label %q and no role could be derived", f.roleLabel()))
+	case rerr != nil:
+		return s, f.invalid(&s, rerr)
+	}
+	return s, nil
+}
+
+// resources reads the resources a set of the family's kind lists, with
+// [Family.Resources], namespaced as [Family.TargetNamespace] says.
+func (f Family) resources(u *unstructured.Unstructured) ([]Ref, error) {
 	read := f.Resources
 	if read == nil {
 		read = func(u *unstructured.Unstructured) ([]Ref, error) { return Manifests(u, "spec", "manifests") }
 	}
-	refs, rerr := read(u)
+	refs, err := read(u)
 	if f.TargetNamespace != nil {
 		if ns := f.TargetNamespace(u); ns != "" {
 			scoped := f.ClusterScoped
@@ -237,16 +267,7 @@ func (f Family) Observe(u *unstructured.Unstructured) (Set, error) {
 			}
 		}
 	}
-	s.Resources = refs
-	switch {
-	case s.Generation == "":
-		return s, f.invalid(&s, fmt.Errorf("no generation label %q", f.GenerationLabel))
-	case s.Role == "":
-		return s, f.invalid(&s, fmt.Errorf("no role label %q and no role could be derived", f.roleLabel()))
-	case rerr != nil:
-		return s, f.invalid(&s, rerr)
-	}
-	return s, nil
+	return refs, err
 }
 
 func (f Family) invalid(s *Set, err error) error {

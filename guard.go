@@ -27,22 +27,35 @@ import (
 // which also holds when its view of the family is older than the cluster,
 // and stamps what it writes with [Guard.Stamp].
 type Guard struct {
-	set    Set
-	kind   schema.GroupKind // the set's own kind, from set.Object
-	known  map[types.UID]Set
-	claims map[Ref]string
+	set     Set
+	kind    schema.GroupKind // the set's own kind, from set.Object
+	known   map[types.UID]Set
+	strange map[types.UID]Set // sets of the kind outside the family
+	claims  map[Ref]string
 }
 
 // NewGuard builds the guard of set from the sets of its family. It costs one
 // pass over the resources of the superseding generation, so a controller
 // builds it once per reconcile, not once per resource.
-func NewGuard(set Set, family []Set) Guard {
-	g := Guard{set: set, known: make(map[types.UID]Set, len(family))}
+//
+// others are the sets of the same kind outside the family that the
+// controller knows of (another component's sets): [Guard.MayWrite] then
+// refuses an object a live one of them wrote last, as [Executor.Finalize]
+// refuses to delete it. Families can share an object (an admission webhook
+// two components serve); each family's sets manage it only while no live
+// set of another family holds it.
+func NewGuard(set Set, family []Set, others ...Set) Guard {
+	g := Guard{set: set, known: make(map[types.UID]Set, len(family)), strange: make(map[types.UID]Set, len(others))}
 	if set.Object != nil {
 		g.kind = set.Object.GroupVersionKind().GroupKind()
 	}
 	for _, s := range family {
 		g.known[s.UID] = s
+	}
+	for _, s := range others {
+		if _, mine := g.known[s.UID]; !mine && s.UID != set.UID {
+			g.strange[s.UID] = s
+		}
 	}
 	if set.SupersededBy == "" || set.Deleting {
 		return g
@@ -189,6 +202,12 @@ func (g Guard) MayWrite(live *unstructured.Unstructured) (ok bool, reason string
 		return false, fmt.Sprintf("%s was written for generation %d of set %s, newer than this view's %d", r, st.generation, g.set.Name, g.generation())
 	case writer == g.set.UID:
 		return true, ""
+	}
+	if other, ok := g.strange[writer]; ok {
+		if other.Deleting {
+			return true, ""
+		}
+		return false, fmt.Sprintf("%s was written by live set %s of another family", r, other.Name)
 	}
 	other, known := g.known[writer]
 	switch {

@@ -110,13 +110,13 @@ func (w *modelWorld) reconcileSecond(ctx context.Context) {
 func (w *modelWorld) mfObjects(client dynamic.Interface, manifests ...[]unstructured.Unstructured) handoff.Objects {
 	return handoff.ManifestivalObjects{
 		Client:    handofftest.ManifestivalClient(client, w.c.Mapper()),
-		Version:   handoff.ManifestVersions(manifests...),
+		Versions:  handoff.ManifestVersions(manifests...),
 		NotServed: meta.IsNoMatchError,
 	}
 }
 
-// manifestsOf returns a set's spec.manifests.
-func manifestsOf(u *unstructured.Unstructured) []unstructured.Unstructured {
+// setManifests returns a set's spec.manifests.
+func setManifests(u *unstructured.Unstructured) []unstructured.Unstructured {
 	items, _, _ := unstructured.NestedSlice(u.Object, "spec", "manifests")
 	return manifestsFrom(items)
 }
@@ -145,9 +145,9 @@ func (w *modelWorld) executorFor(i int) *handoff.Executor {
 	for _, o := range w.c.Objects() {
 		if s := deriveSet(o); s.inFamily {
 			if w.desired == nil || s.gen != genName(w.desired.Gen) {
-				old = append(old, manifestsOf(o))
+				old = append(old, setManifests(o))
 			} else {
-				rest = append(rest, manifestsOf(o))
+				rest = append(rest, setManifests(o))
 			}
 		}
 	}
@@ -170,10 +170,10 @@ func (w *modelWorld) finalizerFor(set *unstructured.Unstructured, family []hando
 	if w.cfg.Objects != objManifestival {
 		return e
 	}
-	lists := [][]unstructured.Unstructured{manifestsOf(set)}
+	lists := [][]unstructured.Unstructured{setManifests(set)}
 	for _, s := range family {
 		if s.UID != set.GetUID() && s.Object != nil {
-			lists = append(lists, manifestsOf(s.Object))
+			lists = append(lists, setManifests(s.Object))
 		}
 	}
 	c := *e

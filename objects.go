@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -55,22 +58,50 @@ type Objects interface {
 // DeferredDiscoveryRESTMapper over a memory cache stays "fresh" once
 // filled, so a CRD served later would never be seen); only a kind still
 // unknown then is [ErrNotServed]. A mapper that cannot be reset gives
-// [ErrStaleMapper] instead. The mapper is reset at most once in the
-// lifetime of the returned value: the executor makes one for every Step and
-// every Finalize.
+// [ErrStaleMapper] instead.
+//
+// Resets are bounded per call, never per lifetime, so a value kept for the
+// life of an operator goes on learning kinds served after it started: used
+// directly, each method call may reset the mapper once; set as
+// [Executor.Objects], each Step and each Finalize may reset it once, for
+// all the resources that call reaches.
 func NewDynamicObjects(client dynamic.Interface, mapper meta.RESTMapper) Objects {
-	return &dynamicObjects{client: client, mapper: newResolver(mapper)}
+	return &dynamicObjects{client: client, mapper: mapper}
 }
 
 type dynamicObjects struct {
 	client dynamic.Interface
-	mapper *resolver
+	mapper meta.RESTMapper
+	// res is the reset budget of one executor call; nil gives every
+	// method call a budget of its own.
+	res *resolver
 }
 
-var _ Objects = (*dynamicObjects)(nil)
+var (
+	_ Objects    = (*dynamicObjects)(nil)
+	_ callScoped = (*dynamicObjects)(nil)
+)
+
+// callScoped is an [Objects] whose state belongs to one executor call: the
+// executor asks it for the value to use during a Step or a Finalize.
+type callScoped interface {
+	forCall(disco discovery.DiscoveryInterface) Objects
+}
+
+// forCall gives the call a reset budget of its own, and the executor's
+// discovery client.
+func (o *dynamicObjects) forCall(disco discovery.DiscoveryInterface) Objects {
+	res := newResolver(o.mapper)
+	res.disco = disco
+	return &dynamicObjects{client: o.client, mapper: o.mapper, res: res}
+}
 
 func (o *dynamicObjects) resource(ref Ref) (dynamic.ResourceInterface, error) {
-	m, err := o.mapper.mapping(ref.GroupKind())
+	res := o.res
+	if res == nil {
+		res = newResolver(o.mapper)
+	}
+	m, err := res.mapping(ref.GroupKind())
 	if err != nil {
 		return nil, err
 	}
@@ -127,9 +158,11 @@ func (o *dynamicObjects) Delete(ctx context.Context, ref Ref, uid types.UID, pol
 }
 
 // resolver maps kinds with a REST mapper, resetting a resettable mapper
-// once on the first kind it does not know.
+// once on the first kind it does not know: one resolver serves one call.
+// With a discovery client it proves a kind not served (see notServed).
 type resolver struct {
 	m     meta.RESTMapper
+	disco discovery.DiscoveryInterface
 	reset bool
 }
 
@@ -154,7 +187,49 @@ func (r *resolver) mapping(gk schema.GroupKind) (*meta.RESTMapping, error) {
 			return m, err
 		}
 	}
-	return nil, fmt.Errorf("%s: %w (after a fresh discovery): %w", gk, ErrNotServed, err)
+	return r.notServed(gk, err)
+}
+
+// notServed answers for a kind the mapper does not know after a reset.
+// Without a discovery client that is [ErrNotServed]. With one, it is so
+// only if discovery proves it: the group is not served, or every version
+// of it was discovered and none has the kind. A group whose discovery
+// fails (an aggregated API that is down: a DeferredDiscoveryRESTMapper
+// then drops the group's kinds without an error) makes the kind unknown,
+// a [*DiscoveryError]; a kind discovery finds is mapped from it.
+func (r *resolver) notServed(gk schema.GroupKind, noMatch error) (*meta.RESTMapping, error) {
+	if r.disco == nil {
+		return nil, fmt.Errorf("%s: %w (after a fresh discovery): %w", gk, ErrNotServed, noMatch)
+	}
+	groups, err := r.disco.ServerGroups()
+	if err != nil {
+		return nil, &DiscoveryError{Group: gk.Group, Err: err}
+	}
+	i := slices.IndexFunc(groups.Groups, func(g metav1.APIGroup) bool { return g.Name == gk.Group })
+	if i < 0 {
+		return nil, fmt.Errorf("%s: %w: discovery lists no group %q: %w", gk, ErrNotServed, gk.Group, noMatch)
+	}
+	for _, v := range groups.Groups[i].Versions {
+		list, err := r.disco.ServerResourcesForGroupVersion(v.GroupVersion)
+		if err != nil {
+			return nil, &DiscoveryError{Group: gk.Group, Err: err}
+		}
+		gv, err := schema.ParseGroupVersion(v.GroupVersion)
+		if err != nil {
+			return nil, &DiscoveryError{Group: gk.Group, Err: err}
+		}
+		for _, res := range list.APIResources {
+			if res.Kind != gk.Kind || strings.Contains(res.Name, "/") {
+				continue
+			}
+			scope := meta.RESTScopeRoot
+			if res.Namespaced {
+				scope = meta.RESTScopeNamespace
+			}
+			return &meta.RESTMapping{Resource: gv.WithResource(res.Name), GroupVersionKind: gv.WithKind(gk.Kind), Scope: scope}, nil
+		}
+	}
+	return nil, fmt.Errorf("%s: %w: no version of group %q has the kind: %w", gk, ErrNotServed, gk.Group, noMatch)
 }
 
 // ScopeFrom returns a [Family.ClusterScoped] function that asks mapper for
