@@ -2,6 +2,7 @@ package handofftest_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/kube-handoff/handoff"
@@ -101,4 +102,57 @@ func setsOf(w *handofftest.World) []*unstructured.Unstructured {
 		out = append(out, &list.Items[i])
 	}
 	return out
+}
+
+// With OtherFamilies the controller leaves alone an object that a live set
+// of another family wrote last; without, it takes it over as one written
+// by a set older than its own that its view does not hold.
+func TestSetControllerOtherFamilies(t *testing.T) {
+	ctx := context.Background()
+	hook := handofftest.Object("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "", "shared.webhook.example.com", nil,
+		map[string]any{"webhooks": []any{"shared"}})
+	for name, other := range map[string]bool{"other families known": true, "other families unknown": false} {
+		t.Run(name, func(t *testing.T) {
+			w := handofftest.NewWorld("TektonPipeline")
+			w.Controller.ReadyAfter = 1
+			w.Controller.OtherFamilies = other
+			// The other component's set, and the webhook it wrote, first.
+			tw := handofftest.NewWorld("TektonTrigger")
+			tw.Cluster = w.Cluster
+			tw.Executor.Dynamic = w.Cluster.ClientFor("executor")
+			tw.Controller.Client = w.Cluster.ClientFor("triggers")
+			tw.Controller.Executor.Dynamic = tw.Controller.Client
+			tw.Controller.Mapper = w.Cluster.Mapper()
+			tw.Executor.Mapper = w.Cluster.Mapper()
+			tw.Controller.ReadyAfter = 1
+			fam := tw.Family
+			fam.NamePrefix = "trigger-main-"
+			tw.SetFamily(fam)
+			td := tw.Desire("v1", []string{"static"}, map[string][]*unstructured.Unstructured{"static": {hook.DeepCopy()}})
+			if _, err := tw.Executor.Step(ctx, td); err != nil {
+				t.Fatal(err)
+			}
+			if err := tw.Controller.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+			d := w.Desire("v1", []string{"static"}, map[string][]*unstructured.Unstructured{"static": {hook.DeepCopy()}})
+			if _, err := w.Executor.Step(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Controller.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+			live, _ := w.Cluster.Get(handofftest.Key{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration", Name: "shared.webhook.example.com"})
+			var mine bool
+			for _, s := range setsOf(w) {
+				if s.GetLabels()["operator.tekton.dev/created-by"] == "TektonPipeline" {
+					mine = strings.HasPrefix(live.GetAnnotations()[handoff.WriterAnnotation], string(s.GetUID())+"@")
+				}
+			}
+			if mine == other {
+				t.Errorf("webhook written by %s; taken over by the pipelines set: %v, want %v",
+					live.GetAnnotations()[handoff.WriterAnnotation], mine, !other)
+			}
+		})
+	}
 }
