@@ -294,7 +294,13 @@ func genWalk(seed int64, n int) (modelConfig, []op) {
 func (w *modelWorld) apply(ctx context.Context, o op) {
 	if o.Fault != nil {
 		if o.Fault.Rate > 0 {
-			w.c.InjectFaults(handofftest.RandomFaults(o.Fault.Seed, o.Fault.Rate))
+			f := handofftest.RandomFaults(o.Fault.Seed, o.Fault.Rate)
+			w.c.InjectFaults(func(c handofftest.Call) handofftest.Fault {
+				if strings.HasSuffix(c.Actor, readSuffix) {
+					return handofftest.Fault{} // reads outside the race (mfObjects)
+				}
+				return f(c)
+			})
 		} else {
 			mode := handofftest.BeforeCommit
 			if o.Fault.After {
@@ -461,6 +467,7 @@ func (w *modelWorld) repair(ctx context.Context) {
 // budget is spent.
 func (w *modelWorld) settle(ctx context.Context, budget int) int {
 	w.c.DisableFaults()
+	w.serveOptional(ctx)
 	for round := 1; round <= budget; round++ {
 		if !w.dropped {
 			d := w.desired.desired()

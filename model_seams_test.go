@@ -7,6 +7,7 @@ import (
 
 	"github.com/kube-handoff/handoff"
 	"github.com/kube-handoff/handoff/handofftest"
+	mf "github.com/manifestival/manifestival"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -67,7 +68,7 @@ func (w *modelWorld) startSecond() error {
 	exec := &handoff.Executor{Family: secondFamily(), Dynamic: client, Mapper: w.fresh, Prune: handoff.DefaultPruneOptions(), RoleOrder: mRoles}
 	w.second = &handofftest.SetController{
 		Executor: exec, Client: client, Mapper: w.fresh, Finalizer: mFinalizer,
-		ReadyAfter: 1, Unowned: mUnowned, SkipNotServed: true,
+		ReadyAfter: 1, Unowned: mUnowned, SkipNotServed: true, OtherFamilies: true,
 	}
 	w.toggleSecond(context.Background())
 	return nil
@@ -106,13 +107,44 @@ func (w *modelWorld) reconcileSecond(ctx context.Context) {
 // mfObjects is handoff.ManifestivalObjects as tektoncd/operator's patch
 // builds it (ResourceClient): over a manifestival client that maps kinds
 // as manifestival/client-go-client does, with a mapper that discovers on
-// a miss, each kind at the version the manifests give it first.
-func (w *modelWorld) mfObjects(client dynamic.Interface, manifests ...[]unstructured.Unstructured) handoff.Objects {
+// a miss, each kind at the versions the manifests give it.
+//
+// The executor reads through it with Gets in parallel (an mf.Client
+// cannot list), which the model cannot interleave deterministically with
+// other racers: its reads go as actor+readSuffix, which neither waits for
+// a turn nor suffers faults. They read only, while the racer holds the
+// turn; its writes go through the actor's client as any other.
+func (w *modelWorld) mfObjects(actor string, client dynamic.Interface, manifests ...[]unstructured.Unstructured) handoff.Objects {
 	return handoff.ManifestivalObjects{
-		Client:    handofftest.ManifestivalClient(client, w.c.Mapper()),
+		Client: splitMF{
+			read:  handofftest.ManifestivalClient(w.c.ClientFor(actor+readSuffix), w.c.Mapper()),
+			write: handofftest.ManifestivalClient(client, w.c.Mapper()),
+		},
 		Versions:  handoff.ManifestVersions(manifests...),
 		NotServed: meta.IsNoMatchError,
 	}
+}
+
+// readSuffix marks the actor of reads made outside the race (mfObjects).
+const readSuffix = "/read"
+
+// splitMF reads through one mf.Client and writes through another.
+type splitMF struct{ read, write mf.Client }
+
+func (s splitMF) Get(obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return s.read.Get(obj)
+}
+
+func (s splitMF) Create(obj *unstructured.Unstructured, opts ...mf.ApplyOption) error {
+	return s.write.Create(obj, opts...)
+}
+
+func (s splitMF) Update(obj *unstructured.Unstructured, opts ...mf.ApplyOption) error {
+	return s.write.Update(obj, opts...)
+}
+
+func (s splitMF) Delete(obj *unstructured.Unstructured, opts ...mf.DeleteOption) error {
+	return s.write.Delete(obj, opts...)
 }
 
 // setManifests returns a set's spec.manifests.
@@ -157,7 +189,7 @@ func (w *modelWorld) executorFor(i int) *handoff.Executor {
 		}
 	}
 	c := *e
-	c.Objects = w.mfObjects(e.Dynamic, append(old, rest...)...)
+	c.Objects = w.mfObjects(fmt.Sprintf("executor-%d", i+1), e.Dynamic, append(old, rest...)...)
 	return &c
 }
 
@@ -177,7 +209,7 @@ func (w *modelWorld) finalizerFor(set *unstructured.Unstructured, family []hando
 		}
 	}
 	c := *e
-	c.Objects = w.mfObjects(e.Dynamic, lists...)
+	c.Objects = w.mfObjects("controller", e.Dynamic, lists...)
 	return &c
 }
 
@@ -247,6 +279,22 @@ func (w *modelWorld) admin(ctx context.Context, variant int) {
 			w.c.Unregister(gvr)
 		}
 		w.fresh.Reset()
+	}
+}
+
+// serveOptional installs what serves the optional kinds sets list
+// (cert-manager, the Prometheus operator), as the final convergence's
+// first step: no set can be retired while a live set lists an object of a
+// kind the cluster does not serve (there is no reaching it to hand it
+// over; the library says so with ErrNotServed and the set stays), so
+// convergence needs every listed kind served.
+func (w *modelWorld) serveOptional(ctx context.Context) {
+	client := &modelClient{w: w, actor: actorAdmin, inner: w.c.ClientFor(actorAdmin)}
+	for _, k := range []mKind{kCert, kMonitor} {
+		if !w.serves(k) {
+			crd := handofftest.Object(kCRD.apiVersion(), kCRD.kind, "", k.crd, nil, map[string]any{"spec": map[string]any{"group": k.gvr.Group}})
+			_, _ = client.Resource(kCRD.gvr).Create(ctx, crd, metav1.CreateOptions{})
+		}
 	}
 }
 

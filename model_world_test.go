@@ -82,8 +82,8 @@ var (
 	// cert-manager is installed.
 	kHPA  = mKind{gvr: schema.GroupVersionResource{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"}, kind: "HorizontalPodAutoscaler", namespaced: true}
 	kCert = mKind{gvr: schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificates"}, kind: "Certificate", namespaced: true, crd: "certificates.cert-manager.io"}
-	// The Prometheus operator's ServiceMonitor, which the cluster never
-	// serves: an optional kind the set controller leaves out.
+	// The Prometheus operator's ServiceMonitor: an optional kind the set
+	// controller leaves out while the cluster does not serve it.
 	kMonitor = mKind{gvr: schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "servicemonitors"}, kind: "ServiceMonitor", namespaced: true, crd: "servicemonitors.monitoring.coreos.com"}
 )
 
@@ -314,7 +314,6 @@ func (c modelConfig) manifests(g int, role string, h int) []any {
 			add(manifest(kDeployment, ns, "tekton-pipelines-"+d, nil, map[string]any{"spec": map[string]any{"image": d + ":" + gen}}))
 		}
 		add(manifest(kService, ns, "tekton-pipelines-webhook", nil, map[string]any{"spec": map[string]any{"port": int64(9090)}}))
-		add(manifest(kMonitor, ns, "tekton-pipelines-controller", nil, map[string]any{"spec": map[string]any{"port": "metrics"}}))
 	}
 	switch role {
 	case "static":
@@ -367,6 +366,11 @@ func (c modelConfig) manifests(g int, role string, h int) []any {
 		}
 	case "deployment":
 		workloads()
+		// A ServiceMonitor of the generation's own, of a kind the cluster
+		// serves only in the final convergence (the Prometheus operator is
+		// installed then): until then the set controller leaves it out,
+		// and a retirement finds its kind not served.
+		add(manifest(kMonitor, ns, "tekton-pipelines-"+gen, nil, map[string]any{"spec": map[string]any{"port": "metrics"}}))
 		if g > 0 {
 			// From v2 on, the deployment set lists a ConfigMap the static
 			// set lists too: a resource with two successors.
@@ -718,7 +722,7 @@ func newModelWorld(cfg modelConfig) (*modelWorld, error) {
 	w.ctrl = &handofftest.SetController{
 		Executor: finalizer, Client: ctrlClient, Mapper: w.fresh,
 		Finalizer: mFinalizer, ReadyAfter: cfg.ReadyAfter, Unowned: mUnowned,
-		List: w.controllerList, SkipNotServed: true,
+		List: w.controllerList, SkipNotServed: true, OtherFamilies: true,
 	}
 	w.ctrl.Finalize = func(ctx context.Context, set *unstructured.Unstructured, family []handoff.Set) (handoff.FinalizeResult, error) {
 		return w.finalizerFor(set, family).Finalize(ctx, set)
