@@ -256,7 +256,8 @@ var benchSink int
 func BenchmarkFinalization(b *testing.B) {
 	benchEach(b, func(b *testing.B, in *benchInput) {
 		opts := handoff.DefaultPruneOptions()
-		for b.Loop() {
+		b.ResetTimer()
+		for range b.N {
 			for _, s := range in.old {
 				benchSink += len(handoff.Finalization(s, in.sets, opts).Items)
 			}
@@ -271,7 +272,8 @@ func BenchmarkFinalization(b *testing.B) {
 func BenchmarkFinalizations(b *testing.B) {
 	benchEach(b, func(b *testing.B, in *benchInput) {
 		opts := handoff.DefaultPruneOptions()
-		for b.Loop() {
+		b.ResetTimer()
+		for range b.N {
 			for _, d := range handoff.Finalizations(in.old, in.sets, opts) {
 				benchSink += len(d.Items)
 			}
@@ -283,7 +285,8 @@ func BenchmarkFinalizations(b *testing.B) {
 // list, old minus desired by GroupKind, namespace and name.
 func BenchmarkBaselineManifestival(b *testing.B) {
 	benchEach(b, func(b *testing.B, in *benchInput) {
-		for b.Loop() {
+		b.ResetTimer()
+		for range b.N {
 			benchSink += len(in.oldM.Filter(mf.Not(mf.In(in.newM))).Resources())
 		}
 	})
@@ -293,7 +296,8 @@ func BenchmarkBaselineManifestival(b *testing.B) {
 // old resource.
 func BenchmarkBaselineFloor(b *testing.B) {
 	benchEach(b, func(b *testing.B, in *benchInput) {
-		for b.Loop() {
+		b.ResetTimer()
+		for range b.N {
 			benchSink += len(benchFloor(in.oldRefs, in.newRefs))
 		}
 	})
@@ -304,7 +308,8 @@ func BenchmarkBaselineFloor(b *testing.B) {
 func BenchmarkPlan(b *testing.B) {
 	benchEach(b, func(b *testing.B, in *benchInput) {
 		p := handoff.Planner{Family: benchFamily}
-		for b.Loop() {
+		b.ResetTimer()
+		for range b.N {
 			plan, err := p.Plan(in.sets, in.desired)
 			if err != nil {
 				b.Fatal(err)
@@ -319,7 +324,8 @@ func BenchmarkPlan(b *testing.B) {
 func BenchmarkObserveAndPlan(b *testing.B) {
 	benchEach(b, func(b *testing.B, in *benchInput) {
 		p := handoff.Planner{Family: benchFamily}
-		for b.Loop() {
+		b.ResetTimer()
+		for range b.N {
 			sets, err := benchFamily.ObserveAll(in.setObjs)
 			if err != nil {
 				b.Fatal(err)

@@ -2,7 +2,6 @@ package handoff_test
 
 import (
 	"fmt"
-	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -519,8 +518,18 @@ func sameButOwners(a, b *unstructured.Unstructured) bool {
 	return reflect.DeepEqual(strip(a), strip(b))
 }
 
+// mapKeys returns m's keys in no order (slices.Collect(maps.Keys(m)) needs
+// Go 1.23; the module's minimum is 1.22).
+func mapKeys[K comparable, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
 func (ch *checker) sortedSets() []mSet {
-	keys := slices.Collect(maps.Keys(ch.sets))
+	keys := mapKeys(ch.sets)
 	sort.Slice(keys, func(i, j int) bool { return keys[i].Name < keys[j].Name })
 	out := make([]mSet, len(keys))
 	for i, k := range keys {
@@ -594,7 +603,7 @@ func (ch *checker) closeWindow(refs map[handofftest.Key]bool) {
 			ch.maxWrites = max(ch.maxWrites, len(ws))
 		}
 	}
-	keys := slices.Collect(maps.Keys(win.writes))
+	keys := mapKeys(win.writes)
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 	for _, k := range keys {
 		ws := win.writes[k]
@@ -656,7 +665,7 @@ func (ch *checker) final() {
 	if len(notReady) > 0 {
 		ch.fail("I3", at, "sets not Ready for desired %s after the final convergence: %s", d, strings.Join(notReady, ", "))
 	}
-	keys := slices.Collect(maps.Keys(ch.listed))
+	keys := mapKeys(ch.listed)
 	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
 	for _, k := range keys {
 		obj, exists := ch.objs[k]

@@ -22,7 +22,7 @@ import (
 var configMapGVK = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 
 func typedConfigMaps(objs ...*corev1.ConfigMap) (SetClient, *kubefake.Clientset) {
-	cs := kubefake.NewClientset()
+	cs := kubefake.NewSimpleClientset()
 	n := 0
 	cs.PrependReactor("create", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		// The fake keeps no UIDs; the API server gives one on create.

@@ -101,8 +101,13 @@ func (a apiCount) total() int {
 
 // String renders the calls by verb, e.g. "get 101, list 3, patch 99".
 func (a apiCount) String() string {
+	verbs := make([]string, 0, len(a.calls))
+	for v := range a.calls {
+		verbs = append(verbs, v)
+	}
+	slices.Sort(verbs)
 	var parts []string
-	for _, v := range slices.Sorted(maps.Keys(a.calls)) {
+	for _, v := range verbs {
 		parts = append(parts, fmt.Sprintf("%s %d", v, a.calls[v]))
 	}
 	return strings.Join(parts, ", ")

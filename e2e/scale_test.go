@@ -113,7 +113,7 @@ func scaleList(b *testing.B, env, def string) []string {
 		v = def
 	}
 	var out []string
-	for f := range strings.SplitSeq(v, ",") {
+	for _, f := range strings.Split(v, ",") {
 		if f = strings.TrimSpace(f); f != "" {
 			out = append(out, f)
 		}

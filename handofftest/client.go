@@ -98,7 +98,7 @@ func (r *resource) Create(ctx context.Context, obj *unstructured.Unstructured, o
 		name = obj.GetName()
 	}
 	call := r.call("create", name, sub)
-	action := k8stesting.NewCreateSubresourceActionWithOptions(r.gvr, name, call.Subresource, r.ns, snapshot(obj), opts)
+	action := k8stesting.NewCreateSubresourceAction(r.gvr, name, call.Subresource, r.ns, snapshot(obj))
 	return serve(ctx, r.c, call, action, func(ev event) (*unstructured.Unstructured, error) {
 		if len(sub) > 0 {
 			return nil, apierrors.NewMethodNotSupported(r.gvr.GroupResource(), "create "+call.Subresource)
@@ -113,7 +113,7 @@ func (r *resource) Update(ctx context.Context, obj *unstructured.Unstructured, o
 		name = obj.GetName()
 	}
 	call := r.call("update", name, sub)
-	action := k8stesting.NewUpdateSubresourceActionWithOptions(r.gvr, call.Subresource, r.ns, snapshot(obj), opts)
+	action := k8stesting.NewUpdateSubresourceAction(r.gvr, call.Subresource, r.ns, snapshot(obj))
 	return serve(ctx, r.c, call, action, func(ev event) (*unstructured.Unstructured, error) {
 		return r.c.update(ev, r.gvr, r.ns, obj, opts, sub)
 	})
@@ -125,7 +125,8 @@ func (r *resource) UpdateStatus(ctx context.Context, obj *unstructured.Unstructu
 
 func (r *resource) Delete(ctx context.Context, name string, opts metav1.DeleteOptions, sub ...string) error {
 	call := r.call("delete", name, sub)
-	action := k8stesting.NewDeleteSubresourceActionWithOptions(r.gvr, call.Subresource, r.ns, name, opts)
+	action := k8stesting.NewDeleteSubresourceAction(r.gvr, call.Subresource, r.ns, name)
+	action.DeleteOptions = opts
 	_, err := serve(ctx, r.c, call, action, func(ev event) (struct{}, error) {
 		if err := subresourceError(r.gvr.GroupResource(), name, sub, false); err != nil {
 			return struct{}{}, err
@@ -137,8 +138,7 @@ func (r *resource) Delete(ctx context.Context, name string, opts metav1.DeleteOp
 
 func (r *resource) DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error {
 	call := r.call("deletecollection", "", nil)
-	action := k8stesting.NewDeleteCollectionActionWithOptions(r.gvr, r.ns, opts, parseable(listOpts))
-	action.ListOptions = listOpts
+	action := k8stesting.NewDeleteCollectionAction(r.gvr, r.ns, parseable(listOpts))
 	_, err := serve(ctx, r.c, call, action, func(ev event) (struct{}, error) {
 		return struct{}{}, r.c.deleteCollection(ev, r.gvr, r.ns, opts, listOpts)
 	})
@@ -147,7 +147,7 @@ func (r *resource) DeleteCollection(ctx context.Context, opts metav1.DeleteOptio
 
 func (r *resource) Get(ctx context.Context, name string, opts metav1.GetOptions, sub ...string) (*unstructured.Unstructured, error) {
 	call := r.call("get", name, sub)
-	action := k8stesting.NewGetSubresourceActionWithOptions(r.gvr, r.ns, call.Subresource, name, opts)
+	action := k8stesting.NewGetSubresourceAction(r.gvr, r.ns, call.Subresource, name)
 	return serve(ctx, r.c, call, action, func(event) (*unstructured.Unstructured, error) {
 		return r.c.get(r.gvr, r.ns, name, sub)
 	})
@@ -158,8 +158,7 @@ func (r *resource) List(ctx context.Context, opts metav1.ListOptions) (*unstruct
 	r.c.mu.Lock()
 	gvk := r.gvr.GroupVersion().WithKind(r.c.kinds[r.gvr].kind + "List")
 	r.c.mu.Unlock()
-	action := k8stesting.NewListActionWithOptions(r.gvr, gvk, r.ns, parseable(opts))
-	action.ListOptions = opts
+	action := k8stesting.NewListAction(r.gvr, gvk, r.ns, parseable(opts))
 	return serve(ctx, r.c, call, action, func(event) (*unstructured.UnstructuredList, error) {
 		return r.c.list(r.gvr, r.ns, opts)
 	})
@@ -181,8 +180,7 @@ func parseable(opts metav1.ListOptions) metav1.ListOptions {
 // Watch is not supported: it fails with MethodNotSupported.
 func (r *resource) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	call := r.call("watch", "", nil)
-	action := k8stesting.NewWatchActionWithOptions(r.gvr, r.ns, parseable(opts))
-	action.ListOptions = opts
+	action := k8stesting.NewWatchAction(r.gvr, r.ns, parseable(opts))
 	return serve(ctx, r.c, call, action, func(event) (watch.Interface, error) {
 		return nil, apierrors.NewMethodNotSupported(r.gvr.GroupResource(), "watch")
 	})
@@ -190,7 +188,7 @@ func (r *resource) Watch(ctx context.Context, opts metav1.ListOptions) (watch.In
 
 func (r *resource) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*unstructured.Unstructured, error) {
 	call := r.call("patch", name, sub)
-	action := k8stesting.NewPatchSubresourceActionWithOptions(r.gvr, r.ns, name, pt, append([]byte(nil), data...), opts, sub...)
+	action := k8stesting.NewPatchSubresourceAction(r.gvr, r.ns, name, pt, append([]byte(nil), data...), sub...)
 	return serve(ctx, r.c, call, action, func(ev event) (*unstructured.Unstructured, error) {
 		return r.c.patch(ev, r.gvr, r.ns, name, pt, data, opts, sub)
 	})
@@ -199,7 +197,7 @@ func (r *resource) Patch(ctx context.Context, name string, pt types.PatchType, d
 // Apply is not supported: it fails with MethodNotSupported.
 func (r *resource) Apply(ctx context.Context, name string, obj *unstructured.Unstructured, opts metav1.ApplyOptions, sub ...string) (*unstructured.Unstructured, error) {
 	call := r.call("apply", name, sub)
-	action := k8stesting.NewPatchSubresourceActionWithOptions(r.gvr, r.ns, name, types.ApplyPatchType, nil, opts.ToPatchOptions(), sub...)
+	action := k8stesting.NewPatchSubresourceAction(r.gvr, r.ns, name, types.ApplyPatchType, nil, sub...)
 	return serve(ctx, r.c, call, action, func(event) (*unstructured.Unstructured, error) {
 		return nil, apierrors.NewMethodNotSupported(r.gvr.GroupResource(), "apply")
 	})

@@ -73,8 +73,8 @@ func TestConcurrency(t *testing.T) {
 			defer wg.Done()
 			ri := c.ClientFor(actor).Resource(cmGVR).Namespace("ns")
 			for r := range rounds {
-				increment(t.Context(), ri)
-				churn(t.Context(), ri, fmt.Sprintf("%s-%d", actor, r))
+				increment(context.Background(), ri)
+				churn(context.Background(), ri, fmt.Sprintf("%s-%d", actor, r))
 			}
 		}()
 	}
@@ -141,7 +141,7 @@ func TestConcurrency(t *testing.T) {
 
 func TestCanceledContext(t *testing.T) {
 	c := newCluster(t)
-	ctx, cancel := context.WithCancel(t.Context())
+	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := c.Dynamic().Resource(cmGVR).Namespace("ns").Create(ctx, configMap("ns", "a"), metav1.CreateOptions{})
 	if !errors.Is(err, context.Canceled) {
@@ -159,7 +159,7 @@ func TestResultsAreCopies(t *testing.T) {
 	out := create(t, ri, in)
 	in.Object["data"] = map[string]any{"k": "changed-in"}
 	out.Object["data"] = map[string]any{"k": "changed-out"}
-	got, err := ri.Get(t.Context(), "a", metav1.GetOptions{})
+	got, err := ri.Get(context.Background(), "a", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

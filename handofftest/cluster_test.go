@@ -1,6 +1,7 @@
 package handofftest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -66,7 +67,7 @@ func ptr[T any](v T) *T { return &v }
 
 func create(t *testing.T, ri dynamic.ResourceInterface, u *unstructured.Unstructured) *unstructured.Unstructured {
 	t.Helper()
-	out, err := ri.Create(t.Context(), u, metav1.CreateOptions{})
+	out, err := ri.Create(context.Background(), u, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create %s: %v", KeyOf(u), err)
 	}
@@ -79,7 +80,7 @@ func keyOf(gvr schema.GroupVersionResource, kind, ns, name string) Key {
 
 func TestUnregisteredResource(t *testing.T) {
 	c := NewCluster()
-	_, err := c.Dynamic().Resource(setGVR).Get(t.Context(), "x", metav1.GetOptions{})
+	_, err := c.Dynamic().Resource(setGVR).Get(context.Background(), "x", metav1.GetOptions{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("get of an unregistered resource: got %v, want NotFound", err)
 	}
@@ -97,7 +98,7 @@ func TestScope(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			if _, err := tt.ri.Create(t.Context(), tt.u, metav1.CreateOptions{}); !apierrors.IsBadRequest(err) {
+			if _, err := tt.ri.Create(context.Background(), tt.u, metav1.CreateOptions{}); !apierrors.IsBadRequest(err) {
 				t.Errorf("got %v, want BadRequest", err)
 			}
 		})
@@ -118,7 +119,7 @@ func TestClock(t *testing.T) {
 		t.Errorf("creationTimestamp = %s, want %s", got, want)
 	}
 	// A failing call is a call too.
-	_, _ = c.Dynamic().Resource(cmGVR).Namespace("ns").Get(t.Context(), "missing", metav1.GetOptions{})
+	_, _ = c.Dynamic().Resource(cmGVR).Namespace("ns").Get(context.Background(), "missing", metav1.GetOptions{})
 	if got, want := c.Now(), t0.Add(3*time.Minute); !got.Equal(want) {
 		t.Errorf("Now() after two calls = %s, want %s", got, want)
 	}
@@ -224,7 +225,7 @@ func TestRegisterReplaces(t *testing.T) {
 	c := newCluster(t)
 	v1 := schema.GroupVersionResource{Group: setGVR.Group, Version: "v1", Resource: setGVR.Resource}
 	c.Register(v1, "TektonInstallerSet", false)
-	if _, err := c.Dynamic().Resource(setGVR).List(t.Context(), metav1.ListOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := c.Dynamic().Resource(setGVR).List(context.Background(), metav1.ListOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("list at the replaced version: %v, want NotFound", err)
 	}
 	got := create(t, c.Dynamic().Resource(v1), installerSet("set"))

@@ -1,6 +1,7 @@
 package handofftest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -36,7 +37,7 @@ func TestFailNth(t *testing.T) {
 			c := newCluster(t)
 			c.InjectFaults(FailNth(tt.n, tt.mode, errLost), tt.actors...)
 			for i, call := range calls {
-				_, err := c.ClientFor(call.actor).Resource(cmGVR).Namespace("ns").Create(t.Context(), configMap("ns", call.name), metav1.CreateOptions{})
+				_, err := c.ClientFor(call.actor).Resource(cmGVR).Namespace("ns").Create(context.Background(), configMap("ns", call.name), metav1.CreateOptions{})
 				wantErr := i == tt.failed
 				if (err != nil) != wantErr {
 					t.Errorf("call %d (%s): err = %v, want error %v", i+1, call.name, err, wantErr)
@@ -65,7 +66,7 @@ func TestFailNth(t *testing.T) {
 func TestFailNthDefaultError(t *testing.T) {
 	c := newCluster(t)
 	c.InjectFaults(FailNth(1, BeforeCommit, nil))
-	_, err := c.Dynamic().Resource(setGVR).Get(t.Context(), "x", metav1.GetOptions{})
+	_, err := c.Dynamic().Resource(setGVR).Get(context.Background(), "x", metav1.GetOptions{})
 	if !apierrors.IsInternalError(err) {
 		t.Errorf("got %v, want an internal error", err)
 	}
@@ -80,14 +81,14 @@ func TestAfterCommitUpdate(t *testing.T) {
 	c.InjectFaults(FailNth(1, AfterCommit, errLost))
 	in := set.DeepCopy()
 	in.SetLabels(map[string]string{"v": "2"})
-	if _, err := ri.Update(t.Context(), in, metav1.UpdateOptions{}); !errors.Is(err, errLost) {
+	if _, err := ri.Update(context.Background(), in, metav1.UpdateOptions{}); !errors.Is(err, errLost) {
 		t.Fatalf("update: %v, want the lost response", err)
 	}
 	stored, _ := c.Get(setKey("set"))
 	if stored.GetLabels()["v"] != "2" {
 		t.Error("the update did not take effect")
 	}
-	if _, err := ri.Update(t.Context(), in, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
+	if _, err := ri.Update(context.Background(), in, metav1.UpdateOptions{}); !apierrors.IsConflict(err) {
 		t.Errorf("retry: %v, want Conflict", err)
 	}
 }
@@ -100,13 +101,13 @@ func TestRandomFaults(t *testing.T) {
 		set := create(t, ri, installerSet("set"))
 		c.InjectFaults(f)
 		var r result
-		_, err := ri.Get(t.Context(), "set", metav1.GetOptions{})
+		_, err := ri.Get(context.Background(), "set", metav1.GetOptions{})
 		r.Get = errKind(err)
-		_, err = ri.Create(t.Context(), installerSet("new"), metav1.CreateOptions{})
+		_, err = ri.Create(context.Background(), installerSet("new"), metav1.CreateOptions{})
 		r.Create = errKind(err)
-		_, err = ri.Patch(t.Context(), "set", types.MergePatchType, []byte(`{"spec":{"x":1}}`), metav1.PatchOptions{})
+		_, err = ri.Patch(context.Background(), "set", types.MergePatchType, []byte(`{"spec":{"x":1}}`), metav1.PatchOptions{})
 		r.Update = errKind(err)
-		r.Delete = errKind(ri.Delete(t.Context(), "set", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr(set.GetUID())}}))
+		r.Delete = errKind(ri.Delete(context.Background(), "set", metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptr(set.GetUID())}}))
 		return r, c.Exists(setKey("new"))
 	}
 	tests := map[string]struct {
@@ -196,13 +197,13 @@ func TestInjectFaults(t *testing.T) {
 	}, "executor")
 	exec := c.ClientFor("executor")
 	create(t, exec.Resource(setGVR), installerSet("set"))
-	if _, err := exec.Resource(setGVR).UpdateStatus(t.Context(), withPhase(installerSet("set"), "x"), metav1.UpdateOptions{}); err != nil {
+	if _, err := exec.Resource(setGVR).UpdateStatus(context.Background(), withPhase(installerSet("set"), "x"), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := exec.Resource(setGVR).Delete(t.Context(), "set", metav1.DeleteOptions{}); !apierrors.IsTooManyRequests(err) {
+	if err := exec.Resource(setGVR).Delete(context.Background(), "set", metav1.DeleteOptions{}); !apierrors.IsTooManyRequests(err) {
 		t.Errorf("delete: %v, want TooManyRequests", err)
 	}
-	if err := c.ClientFor("other").Resource(setGVR).Delete(t.Context(), "set", metav1.DeleteOptions{}); err != nil {
+	if err := c.ClientFor("other").Resource(setGVR).Delete(context.Background(), "set", metav1.DeleteOptions{}); err != nil {
 		t.Errorf("another actor's delete: %v", err)
 	}
 	want := []Call{
@@ -216,7 +217,7 @@ func TestInjectFaults(t *testing.T) {
 
 	c.DisableFaults()
 	create(t, exec.Resource(setGVR), installerSet("set"))
-	if err := exec.Resource(setGVR).Delete(t.Context(), "set", metav1.DeleteOptions{}); err != nil {
+	if err := exec.Resource(setGVR).Delete(context.Background(), "set", metav1.DeleteOptions{}); err != nil {
 		t.Errorf("delete after DisableFaults: %v", err)
 	}
 }

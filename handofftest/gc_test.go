@@ -1,6 +1,7 @@
 package handofftest
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -130,13 +131,13 @@ func TestPropagation(t *testing.T) {
 			c := newCluster(t)
 			fixture(t, c, tt.oldFinalizers...)
 			sets := c.Dynamic().Resource(setGVR)
-			if err := sets.Delete(t.Context(), "old", metav1.DeleteOptions{PropagationPolicy: tt.policy}); err != nil {
+			if err := sets.Delete(context.Background(), "old", metav1.DeleteOptions{PropagationPolicy: tt.policy}); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tt.want, states(c)); diff != "" {
 				t.Errorf("after delete (-want +got):\n%s", diff)
 			}
-			_, err := c.Dynamic().Resource(cmGVR).Namespace("ns").Patch(t.Context(), "held", types.MergePatchType,
+			_, err := c.Dynamic().Resource(cmGVR).Namespace("ns").Patch(context.Background(), "held", types.MergePatchType,
 				[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -216,7 +217,7 @@ func TestGarbageCollection(t *testing.T) {
 			}
 			sets := c.Dynamic().Resource(setGVR)
 			for _, n := range []string{"a", "c"} {
-				if err := sets.Delete(t.Context(), n, metav1.DeleteOptions{}); err != nil {
+				if err := sets.Delete(context.Background(), n, metav1.DeleteOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -257,7 +258,7 @@ func TestOrphanFinalizer(t *testing.T) {
 	sets := c.Dynamic().Resource(setGVR)
 	owner := create(t, sets, installerSet("o", FinalizerOrphan))
 	create(t, c.Dynamic().Resource(cmGVR).Namespace("ns"), ownedBy(configMap("ns", "d"), owner))
-	if err := sets.Delete(t.Context(), "o", metav1.DeleteOptions{}); err != nil {
+	if err := sets.Delete(context.Background(), "o", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := state(c, setKey("o")); got != "gone" {

@@ -1,6 +1,7 @@
 package handofftest_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -82,14 +83,14 @@ func TestManifestivalClientObjects(t *testing.T) {
 	}
 	objs := handoff.ManifestivalObjects{Client: mc, NotServed: meta.IsNoMatchError}
 	ref := handoff.Ref{Group: "autoscaling", Kind: "HorizontalPodAutoscaler", Namespace: "ns", Name: "hpa"}
-	live, err := objs.Get(t.Context(), ref)
+	live, err := objs.Get(context.Background(), ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := objs.Delete(t.Context(), ref, live.GetUID(), metav1.DeletePropagationBackground); err != nil {
+	if err := objs.Delete(context.Background(), ref, live.GetUID(), metav1.DeletePropagationBackground); err != nil {
 		t.Errorf("delete: %v", err)
 	}
-	_, err = objs.Get(t.Context(), handoff.Ref{Group: "example.com", Kind: "Widget", Name: "w"})
+	_, err = objs.Get(context.Background(), handoff.Ref{Group: "example.com", Kind: "Widget", Name: "w"})
 	if !errors.Is(err, handoff.ErrNotServed) {
 		t.Errorf("get of a kind not served: %v, want ErrNotServed", err)
 	}

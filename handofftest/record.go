@@ -89,6 +89,8 @@ func (w Write) String() string {
 // Action is one API call made through a client of the cluster. It embeds
 // the client-go testing form of the call, so code written against
 // k8s.io/client-go/testing (Matches, GetVerb, GetResource, …) works on it.
+// That form is the one client-go has from v0.29 on: it carries the call's
+// options only for delete (DeleteOptions), not for the other verbs.
 type Action struct {
 	k8stesting.Action
 	// Actor is the actor of the client that made the call.

@@ -1,6 +1,7 @@
 package handofftest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -21,16 +22,16 @@ func TestTimeline(t *testing.T) {
 	c := newCluster(t)
 	cms := c.Dynamic().Resource(cmGVR).Namespace("ns")
 	sets := c.Dynamic().Resource(setGVR)
-	first := create(t, cms, configMap("ns", "a"))                                // t1
-	if err := cms.Delete(t.Context(), "a", metav1.DeleteOptions{}); err != nil { // t2
+	first := create(t, cms, configMap("ns", "a"))                                         // t1
+	if err := cms.Delete(context.Background(), "a", metav1.DeleteOptions{}); err != nil { // t2
 		t.Fatal(err)
 	}
-	second := create(t, cms, configMap("ns", "a"))                                  // t3
-	set := create(t, sets, installerSet("set", "keep"))                             // t4
-	if err := sets.Delete(t.Context(), "set", metav1.DeleteOptions{}); err != nil { // t5
+	second := create(t, cms, configMap("ns", "a"))                                           // t3
+	set := create(t, sets, installerSet("set", "keep"))                                      // t4
+	if err := sets.Delete(context.Background(), "set", metav1.DeleteOptions{}); err != nil { // t5
 		t.Fatal(err)
 	}
-	if _, err := sets.Patch(t.Context(), "set", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil { // t6
+	if _, err := sets.Patch(context.Background(), "set", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil { // t6
 		t.Fatal(err)
 	}
 
@@ -93,15 +94,15 @@ func TestWrites(t *testing.T) {
 	ctrl := c.ClientFor("controller")
 	set := create(t, exec.Resource(setGVR), installerSet("set"))
 	create(t, ctrl.Resource(cmGVR).Namespace("ns"), ownedBy(configMap("ns", "cm"), set))
-	if _, err := ctrl.Resource(setGVR).UpdateStatus(t.Context(), withPhase(set, "ready"), metav1.UpdateOptions{}); err != nil {
+	if _, err := ctrl.Resource(setGVR).UpdateStatus(context.Background(), withPhase(set, "ready"), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// An identical update is not a write.
 	cm, _ := c.Get(cmKey("cm"))
-	if _, err := ctrl.Resource(cmGVR).Namespace("ns").Update(t.Context(), cm, metav1.UpdateOptions{}); err != nil {
+	if _, err := ctrl.Resource(cmGVR).Namespace("ns").Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := exec.Resource(setGVR).Delete(t.Context(), "set", metav1.DeleteOptions{}); err != nil {
+	if err := exec.Resource(setGVR).Delete(context.Background(), "set", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -141,14 +142,14 @@ func TestCallsAndActions(t *testing.T) {
 	exec := c.ClientFor("executor")
 	create(t, exec.Resource(setGVR), installerSet("a"))
 	create(t, exec.Resource(setGVR), installerSet("b"))
-	_, err := exec.Resource(setGVR).Get(t.Context(), "missing", metav1.GetOptions{})
+	_, err := exec.Resource(setGVR).Get(context.Background(), "missing", metav1.GetOptions{})
 	if !apierrors.IsNotFound(err) {
 		t.Fatalf("get: %v", err)
 	}
-	if _, err := c.ClientFor("controller").Resource(setGVR).List(t.Context(), metav1.ListOptions{}); err != nil {
+	if _, err := c.ClientFor("controller").Resource(setGVR).List(context.Background(), metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = c.Dynamic().Resource(setGVR).Get(t.Context(), "a", metav1.GetOptions{})
+	_, _ = c.Dynamic().Resource(setGVR).Get(context.Background(), "a", metav1.GetOptions{})
 
 	want := map[CallKey]int{
 		{Actor: "executor", Verb: "create"}: 2,
@@ -207,10 +208,10 @@ func TestActionNames(t *testing.T) {
 		"a create from generateName whose response was lost": {
 			fault: Fault{Mode: AfterCommit, Err: apierrors.NewTimeoutError("lost", 0)},
 			call: func(t *testing.T, sets dynamic.ResourceInterface) string {
-				if _, err := sets.Create(t.Context(), generated(), metav1.CreateOptions{}); err == nil {
+				if _, err := sets.Create(context.Background(), generated(), metav1.CreateOptions{}); err == nil {
 					t.Fatal("create: no error, want the injected one")
 				}
-				l, err := sets.List(t.Context(), metav1.ListOptions{})
+				l, err := sets.List(context.Background(), metav1.ListOptions{})
 				if err != nil || len(l.Items) != 1 {
 					t.Fatalf("list: %v, %v; want the one set created", l, err)
 				}
@@ -220,7 +221,7 @@ func TestActionNames(t *testing.T) {
 		"a create from generateName that failed before commit": {
 			fault: Fault{Mode: BeforeCommit, Err: apierrors.NewInternalError(errors.New("down"))},
 			call: func(t *testing.T, sets dynamic.ResourceInterface) string {
-				if _, err := sets.Create(t.Context(), generated(), metav1.CreateOptions{}); err == nil {
+				if _, err := sets.Create(context.Background(), generated(), metav1.CreateOptions{}); err == nil {
 					t.Fatal("create: no error, want the injected one")
 				}
 				return ""
@@ -229,7 +230,7 @@ func TestActionNames(t *testing.T) {
 		"an update": {setup: withA, call: func(t *testing.T, sets dynamic.ResourceInterface) string {
 			u := installerSet("a")
 			u.SetLabels(map[string]string{"x": "y"})
-			if _, err := sets.Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
+			if _, err := sets.Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			return "a"
@@ -237,25 +238,25 @@ func TestActionNames(t *testing.T) {
 		"a status update": {setup: withA, call: func(t *testing.T, sets dynamic.ResourceInterface) string {
 			u := installerSet("a")
 			u.Object["status"] = map[string]any{"phase": "x"}
-			if _, err := sets.UpdateStatus(t.Context(), u, metav1.UpdateOptions{}); err != nil {
+			if _, err := sets.UpdateStatus(context.Background(), u, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			return "a"
 		}},
 		"a patch": {setup: withA, call: func(t *testing.T, sets dynamic.ResourceInterface) string {
-			if _, err := sets.Patch(t.Context(), "a", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{}); err != nil {
+			if _, err := sets.Patch(context.Background(), "a", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			return "a"
 		}},
 		"a delete": {setup: withA, call: func(t *testing.T, sets dynamic.ResourceInterface) string {
-			if err := sets.Delete(t.Context(), "a", metav1.DeleteOptions{}); err != nil {
+			if err := sets.Delete(context.Background(), "a", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			return "a"
 		}},
 		"a list": {setup: withA, call: func(t *testing.T, sets dynamic.ResourceInterface) string {
-			if _, err := sets.List(t.Context(), metav1.ListOptions{}); err != nil {
+			if _, err := sets.List(context.Background(), metav1.ListOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			return ""

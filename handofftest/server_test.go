@@ -1,6 +1,7 @@
 package handofftest
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"regexp"
@@ -70,7 +71,7 @@ func TestCreate(t *testing.T) {
 			c := newCluster(t)
 			ri := c.Dynamic().Resource(cmGVR).Namespace("ns")
 			create(t, ri, configMap("ns", "existing"))
-			_, err := ri.Create(t.Context(), tt.obj, metav1.CreateOptions{})
+			_, err := ri.Create(context.Background(), tt.obj, metav1.CreateOptions{})
 			if got := errKind(err); got != tt.want {
 				t.Errorf("error = %q (%v), want %q", got, err, tt.want)
 			}
@@ -212,7 +213,7 @@ func TestUpdate(t *testing.T) {
 			ri := c.Dynamic().Resource(setGVR)
 			create(t, ri, installerSet("other")) // so that resourceVersion 1 is stale
 			orig := create(t, ri, installerSet("set"))
-			orig, err := ri.UpdateStatus(t.Context(), withPhase(orig, "old"), metav1.UpdateOptions{})
+			orig, err := ri.UpdateStatus(context.Background(), withPhase(orig, "old"), metav1.UpdateOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -220,9 +221,9 @@ func TestUpdate(t *testing.T) {
 			tt.mutate(in)
 			var got *unstructured.Unstructured
 			if tt.status {
-				got, err = ri.UpdateStatus(t.Context(), in, metav1.UpdateOptions{})
+				got, err = ri.UpdateStatus(context.Background(), in, metav1.UpdateOptions{})
 			} else {
-				got, err = ri.Update(t.Context(), in, metav1.UpdateOptions{})
+				got, err = ri.Update(context.Background(), in, metav1.UpdateOptions{})
 			}
 			if kind := errKind(err); kind != tt.wantErr {
 				t.Fatalf("error = %q (%v), want %q", kind, err, tt.wantErr)
@@ -346,7 +347,7 @@ func TestPatch(t *testing.T) {
 			if tt.status {
 				sub = []string{"status"}
 			}
-			got, err := ri.Patch(t.Context(), "set", tt.pt, []byte(tt.data), metav1.PatchOptions{}, sub...)
+			got, err := ri.Patch(context.Background(), "set", tt.pt, []byte(tt.data), metav1.PatchOptions{}, sub...)
 			if kind := errKind(err); kind != tt.wantErr {
 				t.Fatalf("error = %q (%v), want %q", kind, err, tt.wantErr)
 			}
@@ -370,7 +371,7 @@ func TestPatch(t *testing.T) {
 	}
 	t.Run("a patch of a missing object", func(t *testing.T) {
 		c := newCluster(t)
-		_, err := c.Dynamic().Resource(setGVR).Patch(t.Context(), "missing", types.MergePatchType, []byte(`{}`), metav1.PatchOptions{})
+		_, err := c.Dynamic().Resource(setGVR).Patch(context.Background(), "missing", types.MergePatchType, []byte(`{}`), metav1.PatchOptions{})
 		if !apierrors.IsNotFound(err) {
 			t.Errorf("got %v, want NotFound", err)
 		}
@@ -388,14 +389,14 @@ func TestFinalizers(t *testing.T) {
 			finalizers: []string{"a"},
 			write: func(t *testing.T, c *Cluster, u *unstructured.Unstructured) error {
 				u.SetFinalizers(nil)
-				_, err := c.Dynamic().Resource(setGVR).Update(t.Context(), u, metav1.UpdateOptions{})
+				_, err := c.Dynamic().Resource(setGVR).Update(context.Background(), u, metav1.UpdateOptions{})
 				return err
 			},
 		},
 		"removing the last finalizer by json patch removes the object": {
 			finalizers: []string{"a"},
 			write: func(t *testing.T, c *Cluster, u *unstructured.Unstructured) error {
-				_, err := c.Dynamic().Resource(setGVR).Patch(t.Context(), u.GetName(), types.JSONPatchType,
+				_, err := c.Dynamic().Resource(setGVR).Patch(context.Background(), u.GetName(), types.JSONPatchType,
 					[]byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{})
 				return err
 			},
@@ -403,7 +404,7 @@ func TestFinalizers(t *testing.T) {
 		"removing one of two finalizers keeps it": {
 			finalizers: []string{"a", "b"},
 			write: func(t *testing.T, c *Cluster, u *unstructured.Unstructured) error {
-				_, err := c.Dynamic().Resource(setGVR).Patch(t.Context(), u.GetName(), types.MergePatchType,
+				_, err := c.Dynamic().Resource(setGVR).Patch(context.Background(), u.GetName(), types.MergePatchType,
 					[]byte(`{"metadata":{"finalizers":["b"]}}`), metav1.PatchOptions{})
 				return err
 			},
@@ -413,7 +414,7 @@ func TestFinalizers(t *testing.T) {
 			finalizers: []string{"a"},
 			write: func(t *testing.T, c *Cluster, u *unstructured.Unstructured) error {
 				u.SetFinalizers([]string{"a", "b"})
-				_, err := c.Dynamic().Resource(setGVR).Update(t.Context(), u, metav1.UpdateOptions{})
+				_, err := c.Dynamic().Resource(setGVR).Update(context.Background(), u, metav1.UpdateOptions{})
 				return err
 			},
 			wantErr:    "Invalid",
@@ -422,7 +423,7 @@ func TestFinalizers(t *testing.T) {
 		"other writes are allowed": {
 			finalizers: []string{"a"},
 			write: func(t *testing.T, c *Cluster, u *unstructured.Unstructured) error {
-				_, err := c.Dynamic().Resource(setGVR).UpdateStatus(t.Context(), withPhase(u, "finalizing"), metav1.UpdateOptions{})
+				_, err := c.Dynamic().Resource(setGVR).UpdateStatus(context.Background(), withPhase(u, "finalizing"), metav1.UpdateOptions{})
 				return err
 			},
 			wantExists: true,
@@ -430,7 +431,7 @@ func TestFinalizers(t *testing.T) {
 		"a second delete is a no-op": {
 			finalizers: []string{"a"},
 			write: func(t *testing.T, c *Cluster, u *unstructured.Unstructured) error {
-				return c.Dynamic().Resource(setGVR).Delete(t.Context(), u.GetName(), metav1.DeleteOptions{})
+				return c.Dynamic().Resource(setGVR).Delete(context.Background(), u.GetName(), metav1.DeleteOptions{})
 			},
 			wantExists: true,
 		},
@@ -440,10 +441,10 @@ func TestFinalizers(t *testing.T) {
 			c := newCluster(t)
 			ri := c.Dynamic().Resource(setGVR)
 			created := create(t, ri, installerSet("set", tt.finalizers...))
-			if err := ri.Delete(t.Context(), "set", metav1.DeleteOptions{}); err != nil {
+			if err := ri.Delete(context.Background(), "set", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			deleting, err := ri.Get(t.Context(), "set", metav1.GetOptions{})
+			deleting, err := ri.Get(context.Background(), "set", metav1.GetOptions{})
 			if err != nil {
 				t.Fatalf("an object with finalizers is gone after delete: %v", err)
 			}
@@ -453,7 +454,7 @@ func TestFinalizers(t *testing.T) {
 			if deleting.GetGeneration() != created.GetGeneration()+1 {
 				t.Errorf("generation = %d, want %d: setting deletionTimestamp bumps it", deleting.GetGeneration(), created.GetGeneration()+1)
 			}
-			list, err := ri.List(t.Context(), metav1.ListOptions{})
+			list, err := ri.List(context.Background(), metav1.ListOptions{})
 			if err != nil || len(list.Items) != 1 {
 				t.Fatalf("list = %v, %v; want the deleting object", list, err)
 			}
@@ -503,7 +504,7 @@ func TestDeletePreconditions(t *testing.T) {
 			ri := c.Dynamic().Resource(setGVR)
 			create(t, ri, installerSet("other"))
 			u := create(t, ri, installerSet("set"))
-			err := ri.Delete(t.Context(), "set", metav1.DeleteOptions{Preconditions: tt.pre(u)})
+			err := ri.Delete(context.Background(), "set", metav1.DeleteOptions{Preconditions: tt.pre(u)})
 			if kind := errKind(err); kind != tt.wantErr {
 				t.Fatalf("error = %q (%v), want %q", kind, err, tt.wantErr)
 			}
@@ -514,7 +515,7 @@ func TestDeletePreconditions(t *testing.T) {
 	}
 	t.Run("missing object", func(t *testing.T) {
 		c := newCluster(t)
-		if err := c.Dynamic().Resource(setGVR).Delete(t.Context(), "missing", metav1.DeleteOptions{}); !apierrors.IsNotFound(err) {
+		if err := c.Dynamic().Resource(setGVR).Delete(context.Background(), "missing", metav1.DeleteOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("got %v, want NotFound", err)
 		}
 	})
@@ -543,7 +544,7 @@ func TestList(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			list, err := c.Dynamic().Resource(cmGVR).Namespace(tt.ns).List(t.Context(), tt.opts)
+			list, err := c.Dynamic().Resource(cmGVR).Namespace(tt.ns).List(context.Background(), tt.opts)
 			if kind := errKind(err); kind != tt.wantErr {
 				t.Fatalf("error = %q (%v), want %q", kind, err, tt.wantErr)
 			}
@@ -572,7 +573,7 @@ func TestDeleteCollection(t *testing.T) {
 		u.SetLabels(map[string]string{"drop": strconv.FormatBool(name != "c")})
 		create(t, ri, u)
 	}
-	if err := ri.DeleteCollection(t.Context(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "drop=true"}); err != nil {
+	if err := ri.DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "drop=true"}); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
@@ -588,17 +589,17 @@ func TestUnsupported(t *testing.T) {
 	c := newCluster(t)
 	ri := c.Dynamic().Resource(cmGVR).Namespace("ns")
 	tests := map[string]func() error{
-		"watch": func() error { _, err := ri.Watch(t.Context(), metav1.ListOptions{}); return err },
+		"watch": func() error { _, err := ri.Watch(context.Background(), metav1.ListOptions{}); return err },
 		"apply": func() error {
-			_, err := ri.Apply(t.Context(), "a", configMap("ns", "a"), metav1.ApplyOptions{FieldManager: "m"})
+			_, err := ri.Apply(context.Background(), "a", configMap("ns", "a"), metav1.ApplyOptions{FieldManager: "m"})
 			return err
 		},
 		"dry run": func() error {
-			_, err := ri.Create(t.Context(), configMap("ns", "a"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			_, err := ri.Create(context.Background(), configMap("ns", "a"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			return err
 		},
 		"an unknown subresource": func() error {
-			_, err := ri.Get(t.Context(), "a", metav1.GetOptions{}, "scale")
+			_, err := ri.Get(context.Background(), "a", metav1.GetOptions{}, "scale")
 			return err
 		},
 	}

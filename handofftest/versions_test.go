@@ -1,6 +1,7 @@
 package handofftest
 
 import (
+	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -34,21 +35,21 @@ func TestAddVersion(t *testing.T) {
 		t.Errorf("stored as %s, want the preferred autoscaling/v2", stored.GetAPIVersion())
 	}
 	for _, gvr := range []schema.GroupVersionResource{hpaV2, hpaV2beta2} {
-		u, err := c.Dynamic().Resource(gvr).Namespace("ns").Get(t.Context(), "hpa", metav1.GetOptions{})
+		u, err := c.Dynamic().Resource(gvr).Namespace("ns").Get(context.Background(), "hpa", metav1.GetOptions{})
 		if err != nil || u.GetAPIVersion() != gvr.GroupVersion().String() || u.GetUID() != got.GetUID() {
 			t.Errorf("get at %s: %v, %v; want the object at that version", gvr.Version, u, err)
 		}
-		list, err := c.Dynamic().Resource(gvr).List(t.Context(), metav1.ListOptions{})
+		list, err := c.Dynamic().Resource(gvr).List(context.Background(), metav1.ListOptions{})
 		if err != nil || len(list.Items) != 1 || list.Items[0].GetAPIVersion() != gvr.GroupVersion().String() {
 			t.Errorf("list at %s: %v, %v", gvr.Version, list, err)
 		}
 	}
-	u, err := c.Dynamic().Resource(hpaV2).Namespace("ns").Get(t.Context(), "hpa", metav1.GetOptions{})
+	u, err := c.Dynamic().Resource(hpaV2).Namespace("ns").Get(context.Background(), "hpa", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	u.SetLabels(map[string]string{"a": "b"})
-	if _, err := c.Dynamic().Resource(hpaV2beta2).Namespace("ns").Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
+	if _, err := c.Dynamic().Resource(hpaV2beta2).Namespace("ns").Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
 		t.Errorf("update at another version than read: %v", err)
 	}
 	m := c.Mapper()
@@ -84,7 +85,7 @@ func TestUnregister(t *testing.T) {
 		return err == nil
 	}
 	get := func(gvr schema.GroupVersionResource) error {
-		_, err := c.Dynamic().Resource(gvr).Namespace("ns").Get(t.Context(), "hpa", metav1.GetOptions{})
+		_, err := c.Dynamic().Resource(gvr).Namespace("ns").Get(context.Background(), "hpa", metav1.GetOptions{})
 		return err
 	}
 
@@ -129,7 +130,7 @@ func TestRegisterReplacesEveryVersion(t *testing.T) {
 	v3 := schema.GroupVersionResource{Group: "autoscaling", Version: "v3", Resource: "horizontalpodautoscalers"}
 	c.Register(v3, hpaGK.Kind, true)
 	for _, gvr := range []schema.GroupVersionResource{hpaV2, hpaV2beta2} {
-		if _, err := c.Dynamic().Resource(gvr).List(t.Context(), metav1.ListOptions{}); !apierrors.IsNotFound(err) {
+		if _, err := c.Dynamic().Resource(gvr).List(context.Background(), metav1.ListOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("list at replaced %s: %v, want NotFound", gvr.Version, err)
 		}
 	}
