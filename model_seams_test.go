@@ -236,6 +236,27 @@ func (w *modelWorld) stepped(actor string, d *handoff.Desired, res handoff.Resul
 	}
 }
 
+// finalized sees a Finalize return: what it reports handed over must
+// have been handed over. No HandedOver item may still name the retiring
+// set among its ownerReferences when the call returns (a report of a
+// handover that did not happen hides an object the garbage collector is
+// about to take). Who moved it is not checked: the executor's retirement
+// may have, before the set was deleted.
+func (w *modelWorld) finalized(set *unstructured.Unstructured, res handoff.FinalizeResult) {
+	for _, it := range res.HandedOver {
+		live, ok := w.c.Get(handofftest.Key{Group: it.Ref.Group, Kind: it.Ref.Kind, Namespace: it.Ref.Namespace, Name: it.Ref.Name})
+		if !ok {
+			continue
+		}
+		for _, o := range live.GetOwnerReferences() {
+			if o.UID == set.GetUID() {
+				w.vs = append(w.vs, violation{Inv: "report", Op: w.op, At: w.c.Now(),
+					Msg: fmt.Sprintf("Finalize of %s reports %s handed over (%s), but it is still owned by the set", set.GetName(), it.Ref, it.Reason)})
+			}
+		}
+	}
+}
+
 // Admin operations (opAdmin variants).
 const (
 	// adminCertManager installs cert-manager, or uninstalls it (its

@@ -725,7 +725,9 @@ func newModelWorld(cfg modelConfig) (*modelWorld, error) {
 		List: w.controllerList, SkipNotServed: true, OtherFamilies: true,
 	}
 	w.ctrl.Finalize = func(ctx context.Context, set *unstructured.Unstructured, family []handoff.Set) (handoff.FinalizeResult, error) {
-		return w.finalizerFor(set, family).Finalize(ctx, set)
+		res, err := w.finalizerFor(set, family).Finalize(ctx, set)
+		w.finalized(set, res)
+		return res, err
 	}
 	if err := w.seedDecoys(); err != nil {
 		return nil, err
