@@ -26,7 +26,8 @@ import (
 type mSet struct {
 	key        handofftest.Key
 	uid        types.UID
-	inFamily   bool
+	fam        string // famPipelines, famTriggers or ""
+	inFamily   bool   // of the pipelines family, the one the executors drive
 	gen, role  string
 	badEntry   bool // a spec.manifests entry without kind or name
 	deleting   bool
@@ -73,11 +74,21 @@ func (s mSet) old(d modelDesired) bool {
 
 func isSetKey(k handofftest.Key) bool { return k.Group == mSetGroup && k.Kind == mSetKind }
 
+// The families the model knows: the component the executors drive, and
+// the second one (modelConfig.Second).
+const (
+	famPipelines = "TektonPipeline"
+	famTriggers  = "TektonTrigger"
+)
+
 // deriveSet reads a set object as the model understands the contract.
 func deriveSet(u *unstructured.Unstructured) mSet {
 	s := mSet{key: handofftest.KeyOf(u), uid: u.GetUID()}
 	lbls := u.GetLabels()
-	s.inFamily = isSetKey(s.key) && lbls[mCreatedBy] == "TektonPipeline" && lbls[mType] == "main"
+	if c := lbls[mCreatedBy]; isSetKey(s.key) && lbls[mType] == "main" && (c == famPipelines || c == famTriggers) {
+		s.fam = c
+	}
+	s.inFamily = s.fam == famPipelines
 	s.gen = lbls[mGeneration]
 	s.role = lbls[handoff.DefaultRoleLabel]
 	if s.role == "" {
@@ -157,11 +168,23 @@ type checker struct {
 	goneAt map[types.UID]time.Time
 	fgAt   map[types.UID]time.Time
 	since  map[handofftest.Key]map[handofftest.Key]time.Time
-	vs     []violation
-	span   int
-	writes int
-	window *writeWindow
-	prev   convergence
+	// The second family's sets, as read now, when each began to list
+	// each resource, and what they ever listed; the family of every set
+	// UID seen.
+	others      map[handofftest.Key]mSet
+	otherSince  map[handofftest.Key]map[handofftest.Key]time.Time
+	otherListed map[handofftest.Key]bool
+	famOf       map[types.UID]string
+	// adminGone: removed by the admin (a CRD uninstalled with its
+	// objects) and not created since; unserved: the kinds the cluster does
+	// not serve at the end.
+	adminGone map[handofftest.Key]bool
+	unserved  map[schema.GroupKind]bool
+	vs        []violation
+	span      int
+	writes    int
+	window    *writeWindow
+	prev      convergence
 	// upgrades counts the write-count windows closed, maxWrites the most
 	// writes to one shared resource in any of them.
 	upgrades, maxWrites int
@@ -188,7 +211,9 @@ func newChecker(spans []span, decoys []handofftest.Key) *checker {
 		spans: spans, objs: map[handofftest.Key]*unstructured.Unstructured{}, sets: map[handofftest.Key]mSet{},
 		listed: map[handofftest.Key]bool{}, existed: map[handofftest.Key]bool{}, kept: map[handofftest.Key]bool{},
 		decoys: map[handofftest.Key]bool{}, goneAt: map[types.UID]time.Time{}, fgAt: map[types.UID]time.Time{},
-		since: map[handofftest.Key]map[handofftest.Key]time.Time{},
+		since:  map[handofftest.Key]map[handofftest.Key]time.Time{},
+		others: map[handofftest.Key]mSet{}, otherSince: map[handofftest.Key]map[handofftest.Key]time.Time{},
+		otherListed: map[handofftest.Key]bool{}, famOf: map[types.UID]string{}, adminGone: map[handofftest.Key]bool{},
 	}
 	for _, k := range decoys {
 		ch.decoys[k] = true
@@ -246,7 +271,12 @@ func (ch *checker) write(w handofftest.Write) {
 		delete(ch.objs, key)
 		delete(ch.sets, key)
 		delete(ch.since, key)
+		delete(ch.others, key)
+		delete(ch.otherSince, key)
 		return
+	}
+	if w.Effect == handofftest.Created {
+		delete(ch.adminGone, key)
 	}
 	if _, ok := ch.fgAt[w.UID]; !ok && w.Object.GetDeletionTimestamp() != nil && slices.Contains(w.Object.GetFinalizers(), handofftest.FinalizerForeground) {
 		ch.fgAt[w.UID] = w.Time
@@ -257,19 +287,27 @@ func (ch *checker) write(w handofftest.Write) {
 		ch.kept[key] = true
 	}
 	if isSetKey(key) {
-		if s := deriveSet(w.Object); s.inFamily {
-			ch.sets[key] = s
-			old := ch.since[key]
-			next := make(map[handofftest.Key]time.Time, len(s.refs))
-			for _, r := range s.refs {
-				ch.listed[r] = true
-				next[r] = w.Time
-				if t, ok := old[r]; ok {
-					next[r] = t
-				}
-			}
-			ch.since[key] = next
+		s := deriveSet(w.Object)
+		ch.famOf[s.uid] = s.fam
+		sets, since, listed := ch.sets, ch.since, ch.listed
+		switch s.fam {
+		case famPipelines:
+		case famTriggers:
+			sets, since, listed = ch.others, ch.otherSince, ch.otherListed
+		default:
+			return
 		}
+		sets[key] = s
+		old := since[key]
+		next := make(map[handofftest.Key]time.Time, len(s.refs))
+		for _, r := range s.refs {
+			listed[r] = true
+			next[r] = w.Time
+			if t, ok := old[r]; ok {
+				next[r] = t
+			}
+		}
+		since[key] = next
 	}
 }
 
@@ -278,10 +316,17 @@ func (ch *checker) write(w handofftest.Write) {
 // to list an object only once it was garbage (its owners gone) could not
 // have kept it from the garbage collector.
 func (ch *checker) deleted(w handofftest.Write, before *unstructured.Unstructured) {
+	if w.Actor == actorAdmin {
+		// A CRD uninstalled, and its objects with it, as the API server
+		// does: the cluster's doing, none of the library's.
+		ch.adminGone[w.Key] = true
+		return
+	}
 	garbage := w.Time
 	if w.Actor == handofftest.GCActor && before != nil {
 		garbage = ch.garbageSince(before, w.Time)
 	}
+	ch.acrossFamilies(w, before, garbage)
 	for _, s := range ch.sortedSets() {
 		if !s.deleting && s.lists(w.Key) && !ch.since[s.key][w.Key].After(garbage) {
 			ch.fail("I1", w.Time, "%s %s %s (%s) while live set %s lists it", w.Actor, w.Verb, w.Key, w.Effect, s)
@@ -295,6 +340,57 @@ func (ch *checker) deleted(w handofftest.Write, before *unstructured.Unstructure
 	case before != nil && before.GetAnnotations()[mKeep] == handoff.KeepValue:
 		ch.fail("keep", w.Time, "%s %s keep-annotated %s (%s)", w.Actor, w.Verb, w.Key, w.Effect)
 	}
+}
+
+// acrossFamilies checks I4 between families: nothing a family's actors
+// do (its executors, its set controller and finalizer, or the garbage
+// collector taking what its sets owned) deletes an object that a live set
+// of another family lists, listed since before the object became garbage.
+func (ch *checker) acrossFamilies(w handofftest.Write, before *unstructured.Unstructured, garbage time.Time) {
+	var fam string
+	switch {
+	case isExecutor(w.Actor), w.Actor == "controller":
+		fam = famPipelines
+	case w.Actor == actorSecondCtrl, w.Actor == actorSecondOp:
+		fam = famTriggers
+	case w.Actor == handofftest.GCActor && before != nil:
+		fam = ch.famOf[ch.lastOwner(before)]
+	}
+	others := ch.others
+	switch fam {
+	case famPipelines:
+	case famTriggers:
+		others = ch.sets
+	default:
+		return
+	}
+	since := ch.otherSince
+	if fam == famTriggers {
+		since = ch.since
+	}
+	for _, s := range others {
+		if !s.deleting && s.lists(w.Key) && !since[s.key][w.Key].After(garbage) {
+			ch.fail("I4-families", w.Time, "%s (%s family) %s %s (%s) while live set %s of the %s family lists it",
+				w.Actor, fam, w.Verb, w.Key, w.Effect, s, s.fam)
+			return
+		}
+	}
+}
+
+// lastOwner returns the UID of the owner of obj that went away last.
+func (ch *checker) lastOwner(obj *unstructured.Unstructured) types.UID {
+	var last time.Time
+	var uid types.UID
+	for _, o := range obj.GetOwnerReferences() {
+		t, ok := ch.goneAt[o.UID]
+		if f, fok := ch.fgAt[o.UID]; fok && (!ok || f.Before(t)) {
+			t, ok = f, true
+		}
+		if ok && !t.Before(last) {
+			last, uid = t, o.UID
+		}
+	}
+	return uid
 }
 
 // garbageSince returns when the last owner of obj went away (was removed,
@@ -361,11 +457,21 @@ func (ch *checker) created(w handofftest.Write, s mSet) {
 // garbage collector never touches the decoys.
 func (ch *checker) contained(w handofftest.Write, before *unstructured.Unstructured) {
 	switch w.Actor {
-	case handofftest.SeedActor, "legacy":
+	case handofftest.SeedActor, "legacy", actorAdmin, actorSecondOp:
 		return
 	case handofftest.GCActor:
 		if ch.decoys[w.Key] {
 			ch.fail("I4", w.Time, "garbage collector %s decoy %s (%s)", w.Verb, w.Key, w.Effect)
+		}
+		return
+	case actorSecondCtrl:
+		// The second family's controller writes its own sets and what
+		// they list.
+		switch {
+		case isSetKey(w.Key) && deriveSet(w.Object).fam != famTriggers:
+			ch.fail("I4", w.Time, "%s %s set %s outside its family (%s)", w.Actor, w.Verb, w.Key, w.Effect)
+		case !isSetKey(w.Key) && (ch.decoys[w.Key] || !ch.otherListed[w.Key]):
+			ch.fail("I4", w.Time, "%s %s %s, which no set of its family lists (%s)", w.Actor, w.Verb, w.Key, w.Effect)
 		}
 		return
 	}
@@ -530,6 +636,12 @@ func (ch *checker) final() {
 	}
 	current := map[handofftest.Key]bool{}
 	live := map[types.UID]bool{}
+	for _, s := range ch.others {
+		live[s.uid] = true
+		for _, r := range s.refs {
+			current[r] = true
+		}
+	}
 	var notReady []string
 	for _, s := range ch.sortedSets() {
 		live[s.uid] = true
@@ -558,11 +670,14 @@ func (ch *checker) final() {
 	for _, k := range keys {
 		obj, exists := ch.objs[k]
 		keep := mProtected[schema.GroupKind{Group: k.Group, Kind: k.Kind}] || ch.kept[k]
+		if ch.unserved[schema.GroupKind{Group: k.Group, Kind: k.Kind}] {
+			continue // no object of a kind not served can exist
+		}
 		switch {
 		case d != nil && current[k] && !exists && ch.listedByDesired(k):
 			ch.fail("I3", at, "%s, listed by a desired set, is missing", k)
 		case current[k]:
-		case keep && ch.existed[k] && !exists:
+		case keep && ch.existed[k] && !exists && !ch.adminGone[k]:
 			ch.fail("keep", at, "kept %s is gone", k)
 		case keep && exists:
 			for _, o := range obj.GetOwnerReferences() {

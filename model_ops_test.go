@@ -45,6 +45,12 @@ const (
 	opCtrl
 	// opGC runs the garbage collector (when it lags).
 	opGC
+	// opAdmin is something a cluster admin does (Variant: adminCertManager,
+	// adminTriggersCRDs, adminUpgrade).
+	opAdmin
+	// opSecond removes the second family's component, or installs it
+	// again (modelConfig.Second).
+	opSecond
 )
 
 // faultSpec is the crash an operation suffers: the nth API call of an
@@ -91,7 +97,7 @@ type op struct {
 	Fault *faultSpec
 }
 
-func (o op) structural() bool { return o.Kind <= opRepair }
+func (o op) structural() bool { return o.Kind <= opRepair || o.Kind >= opAdmin }
 
 // describe renders an operation, given the desired generation before it.
 func (o op) describe(prev *modelDesired) string {
@@ -153,6 +159,10 @@ func (o op) describe(prev *modelDesired) string {
 		}
 	case opGC:
 		s = "garbage collector pass"
+	case opAdmin:
+		s = adminString(o.Variant)
+	case opSecond:
+		s = "remove the TektonTrigger component's set, or install it again"
 	}
 	if o.Fault != nil {
 		s += "; " + o.Fault.String()
@@ -229,7 +239,7 @@ func genWalk(seed int64, n int) (modelConfig, []op) {
 		return op{Kind: opGC}
 	}
 	change := func() op {
-		switch x := r.Intn(100); {
+		switch x := r.Intn(120); {
 		case x < 45:
 			g := r.Intn(mGens - 1)
 			if g >= cur {
@@ -260,8 +270,16 @@ func genWalk(seed int64, n int) (modelConfig, []op) {
 		case x < 95 && unreadable < 2:
 			unreadable++
 			return op{Kind: opUnreadable, Gen: r.Intn(mGens), Variant: r.Intn(2)}
+		case x < 100:
+			return op{Kind: opRepair}
+		case x < 114 || !cfg.Second:
+			v := r.Intn(adminVariants)
+			if v == adminUpgrade && cfg.OldAPIs != oldDropped {
+				v = r.Intn(adminUpgrade)
+			}
+			return op{Kind: opAdmin, Variant: v}
 		}
-		return op{Kind: opRepair}
+		return op{Kind: opSecond}
 	}
 	for len(ops) < n {
 		for range 2 + r.Intn(10) {
@@ -276,7 +294,13 @@ func genWalk(seed int64, n int) (modelConfig, []op) {
 func (w *modelWorld) apply(ctx context.Context, o op) {
 	if o.Fault != nil {
 		if o.Fault.Rate > 0 {
-			w.c.InjectFaults(handofftest.RandomFaults(o.Fault.Seed, o.Fault.Rate))
+			f := handofftest.RandomFaults(o.Fault.Seed, o.Fault.Rate)
+			w.c.InjectFaults(func(c handofftest.Call) handofftest.Fault {
+				if strings.HasSuffix(c.Actor, readSuffix) {
+					return handofftest.Fault{} // reads outside the race (mfObjects)
+				}
+				return f(c)
+			})
 		} else {
 			mode := handofftest.BeforeCommit
 			if o.Fault.After {
@@ -289,6 +313,7 @@ func (w *modelWorld) apply(ctx context.Context, o op) {
 	switch o.Kind {
 	case opDesire:
 		w.desired = &modelDesired{Gen: o.Gen, H: w.hashes[o.Gen], STS: o.STS}
+		w.dropped = false
 	case opRemove:
 		w.desired = nil
 	case opHash:
@@ -301,9 +326,13 @@ func (w *modelWorld) apply(ctx context.Context, o op) {
 			w.desired.STS = !w.desired.STS
 		}
 	case opLegacy:
-		w.createLegacy(ctx, w.legacySet(o.Gen, o.Role, o.Stale))
+		if !w.dropped { // nobody makes sets of a component gone for good
+			w.createLegacy(ctx, w.legacySet(o.Gen, o.Role, o.Stale))
+		}
 	case opUnreadable:
-		w.createLegacy(ctx, w.unreadableSet(o.Gen, o.Variant))
+		if !w.dropped {
+			w.createLegacy(ctx, w.unreadableSet(o.Gen, o.Variant))
+		}
 	case opRepair:
 		w.repair(ctx)
 	case opStep:
@@ -312,8 +341,13 @@ func (w *modelWorld) apply(ctx context.Context, o op) {
 		w.lag = o.Lag
 		_ = w.ctrl.Reconcile(ctx) // errors are the faults and conflicts of the walk
 		w.lag = 0
+		w.reconcileSecond(ctx)
 	case opGC:
 		w.c.CollectGarbage()
+	case opAdmin:
+		w.admin(ctx, o.Variant)
+	case opSecond:
+		w.toggleSecond(ctx)
 	}
 }
 
@@ -323,13 +357,22 @@ func (w *modelWorld) step(ctx context.Context, o op) {
 		parts  []func()
 	)
 	for i := range o.N {
-		e, d := w.execs[i], w.desired.desired()
-		actors = append(actors, []string{fmt.Sprintf("executor-%d", i+1)})
-		parts = append(parts, func() { _, _ = e.Step(ctx, d) })
+		if w.dropped {
+			break // the operator no longer reconciles the component
+		}
+		e, d, actor := w.executorFor(i), w.desired.desired(), fmt.Sprintf("executor-%d", i+1)
+		actors = append(actors, []string{actor})
+		parts = append(parts, func() {
+			res, err := e.Step(ctx, d)
+			w.stepped(actor, d, res, err)
+		})
 	}
 	if o.Ctrl {
-		actors = append(actors, []string{"controller"})
-		parts = append(parts, func() { _ = w.ctrl.Reconcile(ctx) })
+		actors = append(actors, []string{"controller", actorSecondCtrl})
+		parts = append(parts, func() {
+			_ = w.ctrl.Reconcile(ctx)
+			w.reconcileSecond(ctx)
+		})
 	}
 	if o.GC > 0 {
 		actors = append(actors, []string{"gc"})
@@ -340,7 +383,10 @@ func (w *modelWorld) step(ctx context.Context, o op) {
 			}
 		})
 	}
-	if len(parts) == 1 {
+	switch len(parts) {
+	case 0:
+		return
+	case 1:
 		parts[0]()
 		return
 	}
@@ -421,12 +467,18 @@ func (w *modelWorld) repair(ctx context.Context) {
 // budget is spent.
 func (w *modelWorld) settle(ctx context.Context, budget int) int {
 	w.c.DisableFaults()
+	w.serveOptional(ctx)
 	for round := 1; round <= budget; round++ {
-		_, _ = w.execs[0].Step(ctx, w.desired.desired())
+		if !w.dropped {
+			d := w.desired.desired()
+			res, err := w.executorFor(0).Step(ctx, d)
+			w.stepped("executor-1", d, res, err)
+		}
 		if w.cfg.GCLag {
 			w.c.CollectGarbage()
 		}
 		_ = w.ctrl.Reconcile(ctx)
+		w.reconcileSecond(ctx)
 		if w.cfg.GCLag {
 			w.c.CollectGarbage()
 		}
@@ -482,7 +534,8 @@ func runModel(cfg modelConfig, ops []op) runResult {
 		d := *w.desired
 		return &d
 	}
-	for _, o := range ops {
+	for i, o := range ops {
+		w.op = i + 1
 		from := w.c.Tick()
 		w.apply(ctx, o)
 		spans = append(spans, span{from: from, to: w.c.Now(), desired: snapshot(), structural: o.structural()})
@@ -491,10 +544,13 @@ func runModel(cfg modelConfig, ops []op) runResult {
 	w.cacheMu.Lock()
 	w.cacheFresh = true
 	w.cacheMu.Unlock()
+	w.op = len(ops) + 1
 	rounds := w.settle(ctx, settleBudget)
 	spans = append(spans, span{from: from, to: w.c.Now(), desired: snapshot()})
 	ch := newChecker(spans, w.decoys)
+	ch.unserved = w.unserved()
 	ch.replay(w.c.Writes())
+	ch.vs = append(ch.vs, w.vs...)
 	for _, p := range w.panics {
 		ch.vs = append(ch.vs, violation{Inv: "panic", Op: len(spans) - 1, Msg: p})
 	}

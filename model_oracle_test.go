@@ -1,6 +1,7 @@
 package handoff_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -55,6 +56,19 @@ func testSet(name, uid, gen, role string, manifests []any, opts ...setOpt) *unst
 	}
 	u.SetUID(types.UID(uid))
 	u.SetGeneration(1)
+	u.SetAnnotations(map[string]string{mTargetNS: nsA})
+	for _, o := range opts {
+		o(u)
+	}
+	return u
+}
+
+// triggersSet builds a set of the second family.
+func triggersSet(name string, manifests []any, opts ...setOpt) *unstructured.Unstructured {
+	u := handofftest.Object(mSetGVR.GroupVersion().String(), mSetKind, "", name,
+		map[string]string{mCreatedBy: tComponent, mType: "main", mGeneration: "v1", handoff.DefaultRoleLabel: "static"},
+		map[string]any{"spec": map[string]any{"manifests": manifests}})
+	u.SetUID(types.UID(name))
 	u.SetAnnotations(map[string]string{mTargetNS: nsA})
 	for _, o := range opts {
 		o(u)
@@ -163,6 +177,46 @@ func TestModelChecker(t *testing.T) {
 				put(3, "controller", "delete", handofftest.Removed, testCM("shared", "static-v1", nil)),
 			},
 		},
+		"the pipelines finalizer deletes what a live set of the other family lists": {
+			writes: []handofftest.Write{
+				put(1, "seed", "create", handofftest.Created, triggersSet("t1", []any{cm})),
+				put(2, "seed", "create", handofftest.Created, testSet("static-v1", "static-v1", "v1", "static", []any{cm}, deleting())),
+				put(3, "controller", "delete", handofftest.Removed, testCM("shared", "", nil)),
+			},
+			want: []string{"I4-families"},
+		},
+		"the other family's finalizer deletes what a live pipelines set lists": {
+			writes: []handofftest.Write{
+				put(1, "seed", "create", handofftest.Created, old),
+				put(2, "seed", "create", handofftest.Created, triggersSet("t1", []any{cm}, deleting())),
+				put(3, actorSecondCtrl, "delete", handofftest.Removed, testCM("shared", "", nil)),
+			},
+			want: []string{"I4-families", "I1"},
+		},
+		"the garbage collector takes what a pipelines set owned while the other family lists it": {
+			writes: []handofftest.Write{
+				put(1, "seed", "create", handofftest.Created, triggersSet("t1", []any{cm})),
+				put(2, "seed", "create", handofftest.Created, testSet("static-v1", "static-v1", "v1", "static", []any{cm})),
+				put(3, "controller", "create", handofftest.Created, testCM("shared", "static-v1", nil)),
+				put(4, "executor-1", "delete", handofftest.Removed, testSet("static-v1", "static-v1", "v1", "static", []any{cm})),
+				put(5, handofftest.GCActor, "delete", handofftest.Removed, testCM("shared", "static-v1", nil)),
+			},
+			want: []string{"I4-families"},
+		},
+		"the other family deletes what only it lists": {
+			writes: []handofftest.Write{
+				put(1, "seed", "create", handofftest.Created, triggersSet("t1", []any{cm})),
+				put(2, "seed", "create", handofftest.Created, testCM("shared", "", nil)),
+				put(3, actorSecondCtrl, "delete", handofftest.Removed, testCM("shared", "", nil)),
+			},
+		},
+		"an admin uninstalls a CRD with the objects a live set lists": {
+			writes: []handofftest.Write{
+				put(1, "seed", "create", handofftest.Created, old),
+				put(2, "seed", "create", handofftest.Created, testCM("shared", "", map[string]string{mKeep: handoff.KeepValue})),
+				put(3, actorAdmin, "delete", handofftest.Removed, testCM("shared", "", map[string]string{mKeep: handoff.KeepValue})),
+			},
+		},
 		"a keep-annotated object is deleted": {
 			writes: []handofftest.Write{
 				put(1, "seed", "create", handofftest.Created, testCM("kept", "", map[string]string{mKeep: handoff.KeepValue})),
@@ -248,5 +302,42 @@ func TestModelShrinks(t *testing.T) {
 	want := []op{{Kind: opCtrl, Lag: 7}, {Kind: opCtrl, Lag: 21}}
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(op{})); diff != "" {
 		t.Errorf("shrinkOps (-want +got):\n%s", diff)
+	}
+}
+
+// A removal Step that reports the component settled is the operator's
+// last: the world checks that the API server holds no set of the family
+// then, and stops stepping the component until a generation is desired.
+func TestModelRemovalSettled(t *testing.T) {
+	for name, tc := range map[string]struct {
+		sets    []*unstructured.Unstructured
+		res     handoff.Result
+		err     error
+		dropped bool
+		want    []string
+	}{
+		"settled with no set left":               {dropped: true},
+		"settled while a set is left":            {sets: []*unstructured.Unstructured{testSet("static-v1", "static-v1", "v1", "static", nil)}, dropped: true, want: []string{"I3-removal"}},
+		"a set of another family does not count": {sets: []*unstructured.Unstructured{triggersSet("t1", nil)}, dropped: true},
+		"requeued":                               {sets: []*unstructured.Unstructured{testSet("static-v1", "static-v1", "v1", "static", nil)}, res: handoff.Result{Requeue: true}},
+		"failed":                                 {sets: []*unstructured.Unstructured{testSet("static-v1", "static-v1", "v1", "static", nil)}, err: context.Canceled},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w, err := newModelWorld(modelConfig{Background: true, ReadyAfter: 1, Executors: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.c.Add(tc.sets...); err != nil {
+				t.Fatal(err)
+			}
+			w.stepped("executor-1", nil, tc.res, tc.err)
+			var got []string
+			for _, v := range w.vs {
+				got = append(got, v.Inv)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" || w.dropped != tc.dropped {
+				t.Errorf("violations (-want +got):\n%s\ndropped %v, want %v", diff, w.dropped, tc.dropped)
+			}
+		})
 	}
 }

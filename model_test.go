@@ -23,6 +23,16 @@ import (
 // the shortest sequence of operations that still fails and printed with
 // its seed.
 //
+// Issue 22 added (model_seams_test.go): executors reaching listed
+// resources per call, through one long-lived NewDynamicObjects, or through
+// ManifestivalObjects wired as tektoncd/operator does; kinds served at
+// some API versions and not others, and generations listing one object at
+// different versions; kinds that become served and unserved (cert-manager
+// installed and uninstalled, Triggers' CRDs deleted, a kind never served);
+// a second family of sets sharing objects with the first (I4 across
+// families); and an operator that stops reconciling a component once a
+// removal Step reports it settled (I3-removal).
+//
 // CI runs thousands of walks without -race:
 //
 //	go test -run TestModel -model.seeds 3000 .

@@ -76,10 +76,26 @@ var (
 	kInterceptor = mKind{gvr: schema.GroupVersionResource{Group: "triggers.tekton.dev", Version: "v1alpha1", Resource: "clusterinterceptors"}, kind: "ClusterInterceptor", crd: "clusterinterceptors.triggers.tekton.dev"}
 	kListener    = mKind{gvr: schema.GroupVersionResource{Group: "triggers.tekton.dev", Version: "v1beta1", Resource: "eventlisteners"}, kind: "EventListener", namespaced: true, crd: "eventlisteners.triggers.tekton.dev"}
 	kSet         = mKind{gvr: mSetGVR, kind: mSetKind}
+	// A HorizontalPodAutoscaler, which old generations list at
+	// autoscaling/v2beta2 and newer ones at autoscaling/v2, and
+	// cert-manager's Certificate, a kind the cluster serves only while
+	// cert-manager is installed.
+	kHPA  = mKind{gvr: schema.GroupVersionResource{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"}, kind: "HorizontalPodAutoscaler", namespaced: true}
+	kCert = mKind{gvr: schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificates"}, kind: "Certificate", namespaced: true, crd: "certificates.cert-manager.io"}
+	// The Prometheus operator's ServiceMonitor: an optional kind the set
+	// controller leaves out while the cluster does not serve it.
+	kMonitor = mKind{gvr: schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "servicemonitors"}, kind: "ServiceMonitor", namespaced: true, crd: "servicemonitors.monitoring.coreos.com"}
 )
 
 // mKinds is every kind the model uses.
-var mKinds = []mKind{kConfigMap, kSA, kService, kPVC, kNamespace, kDeployment, kStatefulSet, kClusterRole, kWebhook, kAPIService, kCRD, kInterceptor, kListener, kSet}
+var mKinds = []mKind{kConfigMap, kSA, kService, kPVC, kNamespace, kDeployment, kStatefulSet, kClusterRole, kWebhook, kAPIService, kCRD, kInterceptor, kListener, kSet, kHPA, kCert, kMonitor}
+
+// mOldVersions are the API versions that older generations list and a
+// cluster may no longer serve (Kubernetes 1.22 and 1.26 removed them).
+var mOldVersions = []schema.GroupVersionResource{
+	{Group: "autoscaling", Version: "v2beta2", Resource: "horizontalpodautoscalers"},
+	{Group: "admissionregistration.k8s.io", Version: "v1beta1", Resource: "validatingwebhookconfigurations"},
+}
 
 func mKindOf(gk schema.GroupKind) (mKind, bool) {
 	for _, k := range mKinds {
@@ -148,6 +164,58 @@ type modelConfig struct {
 	// its CRD exists; otherwise it is a discovery cache filled when the
 	// operator starts, stale once a CRD appears, until Reset.
 	FreshMapper bool
+	// Objects is how the executors, and the controller's finalizer, reach
+	// the resources sets list (Executor.Objects).
+	Objects objectsMode
+	// OldAPIs says whether the cluster serves the old API versions
+	// (mOldVersions) that older generations list.
+	OldAPIs oldAPIs
+	// CertManager: cert-manager is installed when the walk starts (admin
+	// operations install and uninstall it).
+	CertManager bool
+	// Second: another component (Tekton Triggers, created-by
+	// TektonTrigger) has a family of sets beside the pipelines one, whose
+	// set lists objects the pipelines sets list too.
+	Second bool
+}
+
+// objectsMode is how executors reach listed resources.
+type objectsMode int
+
+const (
+	// objPerCall: Objects nil, so each Step and Finalize makes its own
+	// over Dynamic and Mapper (the executor's default).
+	objPerCall objectsMode = iota
+	// objLongLived: one handoff.NewDynamicObjects per executor, made when
+	// the operator starts, over a caching REST mapper of its own
+	// (handofftest's Cluster.CachedMapper), as an operator that sets
+	// Executor.Objects once.
+	objLongLived
+	// objManifestival: handoff.ManifestivalObjects over a manifestival
+	// client, made for each call as tektoncd/operator's patch does: the
+	// version of each kind from the manifests of the retiring set and its
+	// successors (ManifestVersions), NotServed: meta.IsNoMatchError.
+	objManifestival
+)
+
+func (m objectsMode) String() string {
+	return [...]string{"per call", "long-lived NewDynamicObjects", "manifestival"}[m]
+}
+
+// oldAPIs says which of mOldVersions the cluster serves.
+type oldAPIs int
+
+const (
+	// oldServed: served throughout.
+	oldServed oldAPIs = iota
+	// oldGone: never served.
+	oldGone
+	// oldDropped: served until an operation upgrades the cluster.
+	oldDropped
+)
+
+func (o oldAPIs) String() string {
+	return [...]string{"served", "not served", "served until a cluster upgrade"}[o]
 }
 
 func (c modelConfig) String() string {
@@ -175,8 +243,17 @@ func (c modelConfig) String() string {
 	if c.Cache {
 		cache = "lagging"
 	}
-	return fmt.Sprintf("generations [%s], GC %s, retire %s, Ready after %d passes, up to %d executors, executor mapper %s, executor cache %s",
-		strings.Join(gens, " "), gc, prop, c.ReadyAfter, c.Executors, mapper, cache)
+	cm := "not installed"
+	if c.CertManager {
+		cm = "installed"
+	}
+	second := "none"
+	if c.Second {
+		second = "TektonTrigger sharing objects"
+	}
+	return fmt.Sprintf("generations [%s], GC %s, retire %s, Ready after %d passes, up to %d executors, executor mapper %s, executor cache %s, "+
+		"objects %s, old API versions %s, cert-manager %s, second family %s",
+		strings.Join(gens, " "), gc, prop, c.ReadyAfter, c.Executors, mapper, cache, c.Objects, c.OldAPIs, cm, second)
 }
 
 func randomConfig(r *rand.Rand) modelConfig {
@@ -191,16 +268,26 @@ func randomConfig(r *rand.Rand) modelConfig {
 	}
 	c.FreshMapper = r.Intn(4) == 0
 	c.Cache = r.Intn(2) == 0
+	c.Objects = objectsMode(r.Intn(3))
+	c.OldAPIs = oldAPIs(r.Intn(3))
+	c.CertManager = r.Intn(2) == 0
+	c.Second = r.Intn(2) == 0
 	return c
 }
 
 // manifest builds one entry of a set's spec.manifests. ns is left out for
 // cluster-scoped kinds.
 func manifest(k mKind, ns, name string, ann map[string]string, body map[string]any) map[string]any {
+	return manifestAt(k, k.gvr.Version, ns, name, ann, body)
+}
+
+// manifestAt is manifest at another API version of the kind.
+func manifestAt(k mKind, version, ns, name string, ann map[string]string, body map[string]any) map[string]any {
 	if !k.namespaced {
 		ns = ""
 	}
-	u := handofftest.Object(k.apiVersion(), k.kind, ns, name, map[string]string{"app.kubernetes.io/part-of": "tekton-pipelines"}, body)
+	gv := schema.GroupVersion{Group: k.gvr.Group, Version: version}
+	u := handofftest.Object(gv.String(), k.kind, ns, name, map[string]string{"app.kubernetes.io/part-of": "tekton-pipelines"}, body)
 	if len(ann) > 0 {
 		u.SetAnnotations(ann)
 	}
@@ -248,15 +335,42 @@ func (c modelConfig) manifests(g int, role string, h int) []any {
 		add(manifest(kSA, ns, "tekton-pipelines-controller", nil, nil))
 		add(manifest(kClusterRole, "", "tekton-pipelines-controller", nil, map[string]any{"rules": []any{gen}}))
 		add(manifest(kClusterRole, "", "tekton-pipelines-only-"+gen, nil, nil))
-		add(manifest(kWebhook, "", "validation.webhook.pipeline.tekton.dev", nil, map[string]any{"webhooks": []any{gen}}))
-		add(manifest(kWebhook, "", "only-"+gen+".webhook.pipeline.tekton.dev", nil, nil))
+		// v1 lists its webhook configurations at the old
+		// admissionregistration.k8s.io/v1beta1, the others at v1.
+		hooks := kWebhook.gvr.Version
+		if g == 0 {
+			hooks = mOldVersions[1].Version
+		}
+		add(manifestAt(kWebhook, hooks, "", "validation.webhook.pipeline.tekton.dev", nil, map[string]any{"webhooks": []any{gen}}))
+		add(manifestAt(kWebhook, hooks, "", "only-"+gen+".webhook.pipeline.tekton.dev", nil, nil))
+		// One HPA in every generation: v1 and v2 list it at
+		// autoscaling/v2beta2, v3 and v4 at autoscaling/v2.
+		hpa := kHPA.gvr.Version
+		if g < 2 {
+			hpa = mOldVersions[0].Version
+		}
+		add(manifestAt(kHPA, hpa, ns, "tekton-pipelines-webhook", nil, map[string]any{"spec": map[string]any{"maxReplicas": int64(5)}}))
+		// A Certificate in v1 and v3, applied only while cert-manager is
+		// installed, and kept when its set goes (its issued secret
+		// outlives the component).
+		if g%2 == 0 {
+			add(manifest(kCert, ns, "tekton-webhook-cert", map[string]string{mKeep: handoff.KeepValue}, map[string]any{"spec": map[string]any{"secretName": "webhook-certs"}}))
+		}
 		add(manifest(kAPIService, "", "v1beta1.custom.metrics.k8s.io", nil, map[string]any{"spec": map[string]any{"version": gen}}))
 		if t.Triggers {
 			add(manifest(kInterceptor, "", "core", nil, map[string]any{"spec": map[string]any{"version": gen}}))
-			add(manifest(kListener, ns, "listener", nil, map[string]any{"spec": map[string]any{"version": gen}}))
+			// The EventListener is kept when its set goes.
+			add(manifest(kListener, ns, "listener", map[string]string{mKeep: handoff.KeepValue}, map[string]any{"spec": map[string]any{"version": gen}}))
+			// What the Triggers component's own set lists too.
+			out = append(out, sharedWithTriggers()...)
 		}
 	case "deployment":
 		workloads()
+		// A ServiceMonitor of the generation's own, of a kind the cluster
+		// serves only in the final convergence (the Prometheus operator is
+		// installed then): until then the set controller leaves it out,
+		// and a retirement finds its kind not served.
+		add(manifest(kMonitor, ns, "tekton-pipelines-"+gen, nil, map[string]any{"spec": map[string]any{"port": "metrics"}}))
 		if g > 0 {
 			// From v2 on, the deployment set lists a ConfigMap the static
 			// set lists too: a resource with two successors.
@@ -534,6 +648,18 @@ type modelWorld struct {
 	racers     map[string]*racer
 	panics     []string
 	decoys     []handofftest.Key
+	// The second family (modelConfig.Second): its set controller and the
+	// sets made so far.
+	second  *handofftest.SetController
+	seconds int
+	// dropped: a removal Step returned settled, so the operator stopped
+	// reconciling the component (it dropped its finalizer) until a
+	// generation is desired again.
+	dropped bool
+	// op is the operation running (1 … n, n+1 for the final convergence);
+	// vs are the violations the world sees as calls return.
+	op int
+	vs []violation
 }
 
 func newModelWorld(cfg modelConfig) (*modelWorld, error) {
@@ -551,6 +677,20 @@ func newModelWorld(cfg modelConfig) (*modelWorld, error) {
 	if cfg.Background {
 		prop = metav1.DeletePropagationBackground
 	}
+	if cfg.OldAPIs != oldGone {
+		for _, gvr := range mOldVersions {
+			if err := c.AddVersion(gvr); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if cfg.CertManager {
+		crd := handofftest.Object(kCRD.apiVersion(), kCRD.kind, "", kCert.crd, nil, map[string]any{"spec": map[string]any{"group": kCert.gvr.Group}})
+		if err := c.Add(crd); err != nil {
+			return nil, err
+		}
+		c.Register(kCert.gvr, kCert.kind, kCert.namespaced)
+	}
 	newExec := func(actor string) *handoff.Executor {
 		var mapper meta.RESTMapper = w.fresh
 		if !cfg.FreshMapper {
@@ -558,13 +698,19 @@ func newModelWorld(cfg modelConfig) (*modelWorld, error) {
 			stale.get() // filled when the operator starts
 			mapper = stale
 		}
+		dyn := &modelClient{w: w, actor: actor, inner: c.ClientFor(actor)}
 		e := &handoff.Executor{
-			Family: w.fam, Dynamic: &modelClient{w: w, actor: actor, inner: c.ClientFor(actor)},
+			Family: w.fam, Dynamic: dyn,
 			Mapper: mapper, Build: w.build, RoleOrder: mRoles,
 			Prune: handoff.DefaultPruneOptions(), Propagation: prop,
 		}
 		if cfg.Cache && actor != "controller" {
 			e.Cache = (*modelCache)(w)
+		}
+		if cfg.Objects == objLongLived {
+			cached := c.CachedMapper()
+			_, _ = cached.RESTMapping(kConfigMap.gk()) // filled when the operator starts
+			e.Objects = handoff.NewDynamicObjects(dyn, cached)
 		}
 		return e
 	}
@@ -573,14 +719,23 @@ func newModelWorld(cfg modelConfig) (*modelWorld, error) {
 	}
 	ctrlClient := &modelClient{w: w, actor: "controller", inner: c.ClientFor("controller")}
 	finalizer := newExec("controller")
-	finalizer.Dynamic = ctrlClient
 	w.ctrl = &handofftest.SetController{
 		Executor: finalizer, Client: ctrlClient, Mapper: w.fresh,
 		Finalizer: mFinalizer, ReadyAfter: cfg.ReadyAfter, Unowned: mUnowned,
-		List: w.controllerList,
+		List: w.controllerList, SkipNotServed: true, OtherFamilies: true,
+	}
+	w.ctrl.Finalize = func(ctx context.Context, set *unstructured.Unstructured, family []handoff.Set) (handoff.FinalizeResult, error) {
+		res, err := w.finalizerFor(set, family).Finalize(ctx, set)
+		w.finalized(set, res)
+		return res, err
 	}
 	if err := w.seedDecoys(); err != nil {
 		return nil, err
+	}
+	if cfg.Second {
+		if err := w.startSecond(); err != nil {
+			return nil, err
+		}
 	}
 	return w, nil
 }
@@ -665,7 +820,7 @@ func (w *modelWorld) seedDecoys() error {
 		return []*unstructured.Unstructured{s, owned}
 	}
 	var objs []*unstructured.Unstructured
-	objs = append(objs, setOf("trigger-main-static-7x2kq", "decoy-1", map[string]string{mCreatedBy: "TektonTrigger", mType: "main", mGeneration: "v1"}, "trigger-config")...)
+	objs = append(objs, setOf("chain-main-static-7x2kq", "decoy-1", map[string]string{mCreatedBy: "TektonChain", mType: "main", mGeneration: "v1"}, "chains-config")...)
 	objs = append(objs, setOf("pipeline-pre-4bq9z", "decoy-2", map[string]string{mCreatedBy: "TektonPipeline", mType: "pre", mGeneration: "v1"}, "pre-config")...)
 	app := handofftest.Object("apps/v1", "Deployment", nsOther, "app", nil, map[string]any{"spec": map[string]any{"replicas": int64(1)}})
 	app.SetUID("decoy-3")
@@ -711,7 +866,7 @@ func (r *modelResource) Create(ctx context.Context, obj *unstructured.Unstructur
 	r.before()
 	out, err := r.ri.Create(ctx, obj, opts, sub...)
 	if r.gvr.Resource == kCRD.gvr.Resource && obj != nil {
-		r.m.w.served(obj.GetName())
+		r.m.w.crdChanged(obj.GetName())
 	}
 	return out, err
 }
@@ -728,7 +883,11 @@ func (r *modelResource) UpdateStatus(ctx context.Context, obj *unstructured.Unst
 
 func (r *modelResource) Delete(ctx context.Context, name string, opts metav1.DeleteOptions, sub ...string) error {
 	r.before()
-	return r.ri.Delete(ctx, name, opts, sub...)
+	err := r.ri.Delete(ctx, name, opts, sub...)
+	if r.gvr.Resource == kCRD.gvr.Resource {
+		r.m.w.crdChanged(name)
+	}
+	return err
 }
 
 func (r *modelResource) DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error {
@@ -766,16 +925,29 @@ func (r *modelResource) ApplyStatus(ctx context.Context, name string, obj *unstr
 	return r.ri.ApplyStatus(ctx, name, obj, opts)
 }
 
-// served makes the cluster serve the kind of a CRD once the CRD exists
-// (also after a create whose response was lost).
-func (w *modelWorld) served(crd string) {
+// crdChanged makes the cluster serve the kind of a CRD once the CRD
+// exists (also after a create whose response was lost), and stop serving
+// it once the CRD is gone.
+func (w *modelWorld) crdChanged(crd string) {
 	for _, k := range mKinds {
-		if k.crd == crd && w.c.Exists(handofftest.Key{Group: kCRD.gvr.Group, Kind: kCRD.kind, Name: crd}) {
-			if _, err := w.fresh.get().RESTMapping(k.gk()); err == nil {
-				return // served already
-			}
-			w.c.Register(k.gvr, k.kind, k.namespaced)
-			w.fresh.Reset()
+		if k.crd != crd {
+			continue
 		}
+		exists := w.c.Exists(handofftest.Key{Group: kCRD.gvr.Group, Kind: kCRD.kind, Name: crd})
+		if exists == w.serves(k) {
+			return
+		}
+		if exists {
+			w.c.Register(k.gvr, k.kind, k.namespaced)
+		} else {
+			w.c.Unregister(k.gvr)
+		}
+		w.fresh.Reset()
 	}
+}
+
+// serves reports whether the cluster serves a kind now.
+func (w *modelWorld) serves(k mKind) bool {
+	_, err := w.c.Mapper().RESTMapping(k.gk())
+	return err == nil
 }

@@ -3,6 +3,7 @@ package handofftest
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -182,23 +183,104 @@ var builtinKinds = []kindInfo{
 // Register makes the cluster serve a resource: gvr is what clients
 // address, kind its Kind and namespaced its scope. Calls for resources
 // that were not registered fail with NotFound. Registering a GroupKind
-// again replaces the earlier registration.
+// again replaces the earlier registration, every version of it
+// ([Cluster.AddVersion]).
 func (c *Cluster) Register(gvr schema.GroupVersionResource, kind string, namespaced bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := kindInfo{gvr: gvr, kind: kind, namespaced: namespaced}
-	if old, ok := c.byGK[k.groupKind()]; ok {
-		delete(c.kinds, old.gvr)
+	var displaced []schema.GroupKind
+	for g, old := range c.kinds {
+		if old.groupKind() == k.groupKind() {
+			delete(c.kinds, g)
+		} else if g == gvr {
+			delete(c.kinds, g)
+			displaced = append(displaced, old.groupKind())
+		}
 	}
-	if old, ok := c.kinds[gvr]; ok {
-		delete(c.byGK, old.groupKind())
-	}
-	if _, ok := c.kinds[gvr]; !ok {
+	if !slices.Contains(c.order, gvr) {
 		c.order = append(c.order, gvr)
 	}
 	c.kinds[gvr] = k
 	c.byGK[k.groupKind()] = k
+	for _, gk := range displaced {
+		c.prefer(gk)
+	}
 	c.known = nil
+}
+
+// AddVersion makes the cluster serve a kind it already serves at one more
+// version: gvr names the kind by its group and resource, as registered,
+// and the version to add. The versions registered first stay preferred:
+// a REST mapping asked for without a version gets the first, and objects
+// are stored at it. A client may address the kind at any version it is
+// served at; objects come back at the version asked for, as a real API
+// server converts them. It fails if no kind is registered for gvr's group
+// and resource.
+func (c *Cluster) AddVersion(gvr schema.GroupVersionResource) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.kinds[gvr]; ok {
+		return nil
+	}
+	for _, k := range c.kinds {
+		if k.gvr.Group == gvr.Group && k.gvr.Resource == gvr.Resource {
+			c.kinds[gvr] = kindInfo{gvr: gvr, kind: k.kind, namespaced: k.namespaced}
+			c.order = append(slices.DeleteFunc(c.order, func(g schema.GroupVersionResource) bool { return g == gvr }), gvr)
+			c.known = nil
+			return nil
+		}
+	}
+	return fmt.Errorf("handofftest: add version %s: no kind is registered for %s", gvr.Version, gvr.GroupResource())
+}
+
+// Unregister stops serving a resource at gvr's version, as a cluster does
+// once a CustomResourceDefinition is deleted, or after an upgrade that
+// removes an API version. If the kind is served at other versions, the
+// first of them becomes preferred; otherwise the kind is no longer served:
+// calls for it fail with NotFound and [Cluster.Mapper] does not know it.
+// Objects of the kind stay stored (and are served again if the kind is
+// registered again): a test that deletes a CRD deletes its objects first,
+// as the API server does.
+func (c *Cluster) Unregister(gvr schema.GroupVersionResource) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k, ok := c.kinds[gvr]
+	if !ok {
+		return
+	}
+	delete(c.kinds, gvr)
+	c.order = slices.DeleteFunc(c.order, func(g schema.GroupVersionResource) bool { return g == gvr })
+	c.prefer(k.groupKind())
+	c.known = nil
+}
+
+// prefer makes the first served version of gk in registration order its
+// preferred one, or forgets gk when it is served at none.
+func (c *Cluster) prefer(gk schema.GroupKind) {
+	for _, g := range c.order {
+		if k, ok := c.kinds[g]; ok && k.groupKind() == gk {
+			c.byGK[gk] = k
+			return
+		}
+	}
+	delete(c.byGK, gk)
+}
+
+// storage returns the registration objects of k's kind are stored at.
+func (c *Cluster) storage(k kindInfo) kindInfo {
+	if s, ok := c.byGK[k.groupKind()]; ok {
+		return s
+	}
+	return k
+}
+
+// as returns obj at the version of k, the version a client asked for.
+func as(k kindInfo, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	if obj != nil {
+		obj.SetAPIVersion(k.gvr.GroupVersion().String())
+	}
+	return obj
 }
 
 // Dynamic returns a client whose calls are attributed to the empty actor.

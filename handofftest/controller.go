@@ -79,6 +79,24 @@ type SetController struct {
 	// it deletes every listed resource by name, whoever owns it, and
 	// ignores the coexistence guard (it neither asks nor stamps).
 	Legacy bool
+	// Finalize, if set, is called in place of Executor.Finalize for a set
+	// being deleted, with the family as the pass sees it: an operator that
+	// builds what its finalizer needs for each call (tektoncd/operator
+	// reaches the resources through a manifestival client told the API
+	// versions of the set's manifests) does it here. An error keeps the
+	// finalizer.
+	Finalize func(ctx context.Context, set *unstructured.Unstructured, family []handoff.Set) (handoff.FinalizeResult, error)
+	// OtherFamilies makes each pass also list every set of the family's
+	// resource and give the coexistence guard those outside the family
+	// (handoff.NewGuard's others), as a controller of every set of the
+	// kind (tektoncd/operator's) knows them: it then leaves alone an object
+	// a live set of another family wrote last.
+	OtherFamilies bool
+	// SkipNotServed leaves out a listed resource whose kind the cluster
+	// does not serve (Mapper does not know it, after a reset) instead of
+	// failing the set's pass, as an operator does whose manifests hold
+	// optional kinds (cert-manager's, on a cluster without cert-manager).
+	SkipNotServed bool
 
 	seen map[types.UID]seen
 }
@@ -113,12 +131,16 @@ func (c *SetController) Reconcile(ctx context.Context) error {
 		return err
 	}
 	sets, _ := fam.ObserveAll(list.Items) // each invalid set is reported below
+	others, err := c.others(ctx, fam)
+	if err != nil {
+		return err
+	}
 	if c.seen == nil {
 		c.seen = map[types.UID]seen{}
 	}
 	var errs []error
 	for _, s := range sets {
-		if err := c.reconcileSet(ctx, fam, s, sets); err != nil {
+		if err := c.reconcileSet(ctx, fam, s, sets, others); err != nil {
 			if s.Invalid == nil || !errors.Is(err, handoff.ErrInvalidSet) {
 				err = fmt.Errorf("set %s: %w", s.Name, err)
 			}
@@ -126,6 +148,27 @@ func (c *SetController) Reconcile(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// others lists the sets of the family's resource outside the family, with
+// OtherFamilies.
+func (c *SetController) others(ctx context.Context, fam handoff.Family) ([]handoff.Set, error) {
+	if !c.OtherFamilies {
+		return nil, nil
+	}
+	all, err := c.Client.Resource(fam.Resource).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	sel := fam.LabelSelector()
+	var out []handoff.Set
+	for i := range all.Items {
+		u := &all.Items[i]
+		if !sel.Matches(labels.Set(u.GetLabels())) {
+			out = append(out, handoff.Set{Name: u.GetName(), UID: u.GetUID(), Deleting: u.GetDeletionTimestamp() != nil, Object: u})
+		}
+	}
+	return out, nil
 }
 
 // family is the executor's family, with the scope of listed kinds from the
@@ -147,7 +190,7 @@ func (c *SetController) list(ctx context.Context) (*unstructured.UnstructuredLis
 	return c.Client.Resource(fam.Resource).List(ctx, metav1.ListOptions{LabelSelector: fam.LabelSelector().String()})
 }
 
-func (c *SetController) reconcileSet(ctx context.Context, fam handoff.Family, s handoff.Set, family []handoff.Set) error {
+func (c *SetController) reconcileSet(ctx context.Context, fam handoff.Family, s handoff.Set, family, others []handoff.Set) error {
 	sets := c.Client.Resource(fam.Resource)
 	obj := s.Object
 	has := slices.Contains(obj.GetFinalizers(), c.Finalizer)
@@ -159,7 +202,7 @@ func (c *SetController) reconcileSet(ctx context.Context, fam handoff.Family, s 
 			if err := c.deleteAllByName(ctx, obj); err != nil {
 				return err
 			}
-		} else if _, err := c.Executor.Finalize(ctx, obj); err != nil {
+		} else if _, err := c.finalize(ctx, obj, family); err != nil {
 			return err
 		}
 		rest := slices.DeleteFunc(slices.Clone(obj.GetFinalizers()), func(f string) bool { return f == c.Finalizer })
@@ -175,7 +218,7 @@ func (c *SetController) reconcileSet(ctx context.Context, fam handoff.Family, s 
 			return err
 		}
 	}
-	guard := handoff.NewGuard(s, family)
+	guard := handoff.NewGuard(s, family, others...)
 	ns := ""
 	if fam.TargetNamespace != nil {
 		ns = fam.TargetNamespace(obj)
@@ -190,6 +233,9 @@ func (c *SetController) reconcileSet(ctx context.Context, fam handoff.Family, s 
 			continue
 		}
 		if err := c.apply(ctx, fam, want, s, guard); err != nil {
+			if c.SkipNotServed && meta.IsNoMatchError(err) {
+				continue
+			}
 			return fmt.Errorf("apply %s: %w", handoff.RefOf(want), err)
 		}
 	}
@@ -216,6 +262,13 @@ func (c *SetController) reconcileSet(ctx context.Context, fam handoff.Family, s 
 		}
 	}
 	return c.writeStatus(ctx, sets, obj, "True", "Installed", "")
+}
+
+func (c *SetController) finalize(ctx context.Context, set *unstructured.Unstructured, family []handoff.Set) (handoff.FinalizeResult, error) {
+	if c.Finalize != nil {
+		return c.Finalize(ctx, set, family)
+	}
+	return c.Executor.Finalize(ctx, set)
 }
 
 // writeStatus writes the set's Ready condition with observedGeneration,

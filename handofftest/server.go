@@ -183,7 +183,7 @@ func (c *Cluster) create(ev event, gvr schema.GroupVersionResource, ns string, i
 	if err != nil {
 		return nil, err
 	}
-	obj, err := prepare(k, ns, in)
+	obj, err := prepare(c.storage(k), ns, in)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +217,7 @@ func (c *Cluster) create(ev event, gvr schema.GroupVersionResource, ns string, i
 	delete(obj.Object, "status")
 	c.store(ev, Created, key, obj)
 	c.afterWrite(ev)
-	return obj.DeepCopy(), nil
+	return as(k, obj.DeepCopy()), nil
 }
 
 // seed stores a fixture for Add.
@@ -277,7 +277,7 @@ func (c *Cluster) update(ev event, gvr schema.GroupVersionResource, ns string, i
 	if err != nil {
 		return nil, err
 	}
-	obj, err := prepare(k, ns, in)
+	obj, err := prepare(c.storage(k), ns, in)
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +287,8 @@ func (c *Cluster) update(ev event, gvr schema.GroupVersionResource, ns string, i
 	if err := subresourceError(gvr.GroupResource(), obj.GetName(), sub, true); err != nil {
 		return nil, err
 	}
-	return c.replace(ev, k, k.key(obj.GetNamespace(), obj.GetName()), obj, len(sub) > 0)
+	out, err := c.replace(ev, k, k.key(obj.GetNamespace(), obj.GetName()), obj, len(sub) > 0)
+	return as(k, out), err
 }
 
 func (c *Cluster) patch(ev event, gvr schema.GroupVersionResource, ns, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub []string) (*unstructured.Unstructured, error) {
@@ -336,10 +337,11 @@ func (c *Cluster) patch(ev event, gvr schema.GroupVersionResource, ns, name stri
 	if patched.GetName() != name || patched.GetNamespace() != old.GetNamespace() {
 		return nil, apierrors.NewBadRequest("handofftest: a patch must not change metadata.name or metadata.namespace")
 	}
-	if patched, err = prepare(k, ns, patched); err != nil {
+	if patched, err = prepare(c.storage(k), ns, patched); err != nil {
 		return nil, err
 	}
-	return c.replace(ev, k, key, patched, len(sub) > 0)
+	res, err := c.replace(ev, k, key, patched, len(sub) > 0)
+	return as(k, res), err
 }
 
 // replace writes next over the stored object at key, as an update or
@@ -532,7 +534,7 @@ func (c *Cluster) get(gvr schema.GroupVersionResource, ns, name string, sub []st
 	if !ok {
 		return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
 	}
-	return obj.DeepCopy(), nil
+	return as(k, obj.DeepCopy()), nil
 }
 
 // selected returns the keys of the objects of kind k in ns (all
@@ -582,7 +584,7 @@ func (c *Cluster) list(gvr schema.GroupVersionResource, ns string, opts metav1.L
 	list.SetKind(k.kind + "List")
 	list.SetResourceVersion(fmt.Sprint(c.rv))
 	for _, key := range keys {
-		list.Items = append(list.Items, *c.objects[key].DeepCopy())
+		list.Items = append(list.Items, *as(k, c.objects[key].DeepCopy()))
 	}
 	return list, nil
 }
