@@ -477,7 +477,26 @@ func runScale(b *testing.B, flow string, n int, mode scaleMode, iter int) scaleR
 		}
 	}
 	b.Logf("%s, %d resources (%d shared), %s: %s", flow, n, len(keys), mode, res.summary())
+	s.cleanup(ctx)
 	return res
+}
+
+// cleanup deletes the component's cluster-scoped objects, so that a later
+// component's Lists of a cluster-scoped kind read the ClusterRoles (say)
+// of its own and the control plane's, not of every component before it.
+// Namespaced objects stay in the component's namespace, which no other
+// component lists.
+func (s *scaler) cleanup(ctx context.Context) {
+	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=e2e-" + s.e.suffix}
+	for _, k := range kinds {
+		if k.namespaced || k.gvk.Kind == "Namespace" || k.gvk.Kind == setKind {
+			continue
+		}
+		gvr := k.gvk.GroupVersion().WithResource(k.resource)
+		if err := s.e.dyn.Resource(gvr).DeleteCollection(ctx, metav1.DeleteOptions{}, sel); err != nil {
+			s.b.Errorf("clean up %s: %v", k.resource, err)
+		}
+	}
 }
 
 // pairs returns how many (group-kind, namespace) pairs generation gen's
