@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kube-handoff/handoff"
 	"github.com/kube-handoff/handoff/handofftest"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -205,15 +206,15 @@ func TestCallsPerScenario(t *testing.T) {
 	//   - create each new set: R creates.
 	//   - supersede each old set, so its controller stops writing what the
 	//     new generation also lists: R patches.
-	//   - before retiring a set, read each resource it shares with a
-	//     successor (S gets), to hand over the ones that still name the
-	//     retiring set (one patch each). The executor cannot know the
-	//     ownerReferences without reading; here the successor's controller
-	//     has already taken the shared resources over when it applied them,
-	//     so no handover patch is due.
-	//   - read each resource only the retiring set lists (O gets): one
-	//     that is protected or annotated keep must stop naming the set
-	//     before it goes, or the garbage collector takes it. Here none is,
+	//   - before retiring a set, read what it lists: the resources it
+	//     shares with a successor, to hand over the ones that still name
+	//     the retiring set (one patch each), and those only it lists, as
+	//     one that is protected or annotated keep must stop naming the set
+	//     before it goes, or the garbage collector takes it. One List per
+	//     scope (kind and namespace) of what a retiring set lists, once a
+	//     Step: the executor cannot know the ownerReferences without
+	//     reading. Here the successor's controller has already taken the
+	//     shared resources over when it applied them, and nothing is kept,
 	//     so no patch is due.
 	//   - delete each old set: R deletes.
 	// Obsolete resources are deleted by the set controller's finalizer
@@ -227,8 +228,10 @@ func TestCallsPerScenario(t *testing.T) {
 		if rounds != 6 {
 			t.Errorf("two-role upgrade took %d reconciles, want 6", rounds)
 		}
+		// Scopes: the ConfigMaps in ns (static), the Deployments in ns
+		// (deployment): 2 Lists.
 		rows = append(rows, callRow{scenario: "upgrade, 2 roles (S=3)", got: callsOf(w.Cluster, "executor"),
-			bound: callCount{"list": 6, "create": 2, "patch": 2, "get": 3 + 1, "delete": 2}})
+			bound: callCount{"list": 6 + 2, "create": 2, "patch": 2, "delete": 2}})
 	}
 	{
 		// S = 4: shared-a, shared-b, controller, store; O = 1.
@@ -236,8 +239,10 @@ func TestCallsPerScenario(t *testing.T) {
 		if rounds != 6 {
 			t.Errorf("three-role upgrade took %d reconciles, want 6", rounds)
 		}
+		// Scopes: ConfigMaps, Deployments and StatefulSets in ns; the
+		// deployment and statefulset sets share the Deployments' List.
 		rows = append(rows, callRow{scenario: "upgrade, 3 roles (S=4)", got: callsOf(w.Cluster, "executor"),
-			bound: callCount{"list": 6, "create": 3, "patch": 3, "get": 4 + 1, "delete": 3}})
+			bound: callCount{"list": 6 + 3, "create": 3, "patch": 3, "delete": 3}})
 	}
 
 	{
@@ -266,21 +271,22 @@ func TestCallsPerScenario(t *testing.T) {
 			t.Errorf("two-role upgrade with a cache took %d reconciles, want 6", rounds)
 		}
 		rows = append(rows, callRow{scenario: "upgrade, 2 roles (S=3), with a cache", got: callsOf(w.Cluster, "executor"),
-			bound: callCount{"list": 3, "create": 2, "patch": 2, "get": 3 + 1, "delete": 2}})
+			bound: callCount{"list": 3 + 2, "create": 2, "patch": 2, "delete": 2}})
 	}
 
 	// Finalization of a set listing S shared and O obsolete resources, while
 	// the successor's controller has not applied anything yet (so every
 	// shared resource still names the retiring set). It must at least:
 	//   - list the family once, to know which sets are successors;
-	//   - for each shared resource: get it (its ownerReferences) and patch
-	//     the handover: 2S;
-	//   - list the family again before deleting anything, so that a set
-	//     created while the finalizer ran keeps what it lists (the
-	//     confirmation read): 1;
-	//   - for each obsolete resource: get it (owner, keep annotation, and
-	//     the UID for the delete precondition) and delete it: 2O.
-	// Lower bound 2 + 2S + 2O; no extras.
+	//   - read what the set lists: one List per scope, here the ConfigMaps
+	//     of ns: 1;
+	//   - patch the handover of each shared resource: S;
+	//   - list the sets again before anything goes, so that a set created
+	//     while the finalizer ran keeps what it lists (the confirmation
+	//     read; it reads the other families' sets too): 1.
+	// The obsolete ConfigMaps are the set's alone: the garbage collector
+	// deletes them once the set is gone, so no call is due for them.
+	// Lower bound 3 + S; no extras.
 	{
 		const S, O = 5, 3
 		w := handofftest.NewWorld("TektonPipeline")
@@ -302,11 +308,57 @@ func TestCallsPerScenario(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(res.HandedOver) != S || len(res.Deleted) != O {
-			t.Errorf("finalize: %d handed over, %d deleted; want %d, %d", len(res.HandedOver), len(res.Deleted), S, O)
+		if len(res.HandedOver) != S || len(res.Collected) != O {
+			t.Errorf("finalize: %d handed over, %d left to the garbage collector; want %d, %d", len(res.HandedOver), len(res.Collected), S, O)
 		}
 		rows = append(rows, callRow{scenario: fmt.Sprintf("finalize, S=%d shared, O=%d obsolete", S, O), got: callsOf(w.Cluster, "executor"),
-			bound: callCount{"list": 1 + 1, "get": S + O, "patch": S, "delete": O}})
+			bound: callCount{"list": 1 + 1 + 1, "patch": S}})
+	}
+
+	// Retirement of a generation of N resources in K kinds and S
+	// namespaces, nothing owned elsewhere: the reads are K×S Lists, whatever
+	// N is, and no Get. The Step that retires lists the family once, then
+	// each scope once; the successor's controller has taken everything
+	// over, so nothing is written but the set's delete.
+	{
+		const N, K, S = 60, 3, 2
+		scaled := func(gen string) map[string][]*unstructured.Unstructured {
+			kinds := []string{"ConfigMap", "Secret", "ServiceAccount"}
+			var out []*unstructured.Unstructured
+			for i := range N {
+				u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": kinds[i%K], "metadata": map[string]any{"labels": map[string]any{"v": gen}}}}
+				u.SetNamespace(fmt.Sprintf("ns-%d", (i/K)%S))
+				u.SetName(fmt.Sprintf("r-%d", i))
+				out = append(out, u)
+			}
+			return map[string][]*unstructured.Unstructured{"static": out}
+		}
+		w := handofftest.NewWorld("TektonPipeline")
+		v1 := w.Desire("v1", []string{"static"}, scaled("v1"))
+		v2 := w.Desire("v2", []string{"static"}, scaled("v2"))
+		if _, err := w.Converge(ctx, v1, 30); err != nil {
+			t.Fatal(err)
+		}
+		var retiring bool
+		for range 30 {
+			w.Cluster.ClearActions()
+			res, err := w.Executor.Step(ctx, v2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Plan.Of(handoff.ActionRetire)) > 0 {
+				retiring = true
+				break
+			}
+			if err := w.Controller.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !retiring {
+			t.Fatal("no Step retired the v1 set")
+		}
+		rows = append(rows, callRow{scenario: fmt.Sprintf("the Step retiring N=%d in K=%d kinds × S=%d namespaces", N, K, S), got: callsOf(w.Cluster, "executor"),
+			bound: callCount{"list": 1 + K*S, "delete": 1}})
 	}
 
 	// tektoncd/operator's flow for the same two-role upgrade (the executor

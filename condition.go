@@ -69,8 +69,8 @@ var transient = map[string]bool{
 //   - otherwise: Unknown, [ReasonInProgress], the wait reasons or the
 //     plan's phase.
 //
-// The readiness of a waited-on set is read from the wait action's reason,
-// which [Planner.Plan] writes with [Readiness.String].
+// The readiness of a waited-on set is the wait action's
+// [Action.Readiness].
 func StepCondition(typ string, res Result, err error) Condition {
 	c := Condition{Type: typ}
 	switch {
@@ -83,7 +83,7 @@ func StepCondition(typ string, res Result, err error) Condition {
 	}
 	var waits []string
 	for _, a := range res.Waiting {
-		if r, ok := parseReadiness(a.Reason); ok && r.State == NotReady && !transient[r.Reason] {
+		if r := a.Readiness; r.State == NotReady && !transient[r.Reason] {
 			c.Status, c.Reason = metav1.ConditionFalse, r.Reason
 			c.Message = fmt.Sprintf("set %s (%s/%s) is not ready", a.Set, a.Generation, a.Role)
 			if r.Message != "" {
@@ -100,25 +100,4 @@ func StepCondition(typ string, res Result, err error) Condition {
 		c.Message = fmt.Sprintf("phase %s: %d actions taken", res.Plan.Phase, len(res.Plan.Actions))
 	}
 	return c
-}
-
-// parseReadiness reads back what [Readiness.String] wrote: "State" or
-// "State (Reason)" or "State (Reason: Message)".
-func parseReadiness(s string) (Readiness, bool) {
-	state, rest, hasRest := strings.Cut(s, " (")
-	switch State(state) {
-	case Ready, NotReady, Unknown:
-	default:
-		return Readiness{}, false
-	}
-	r := Readiness{State: State(state)}
-	if !hasRest {
-		return r, true
-	}
-	rest, ok := strings.CutSuffix(rest, ")")
-	if !ok {
-		return Readiness{}, false
-	}
-	r.Reason, r.Message, _ = strings.Cut(rest, ": ")
-	return r, true
 }

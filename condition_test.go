@@ -10,7 +10,7 @@ import (
 
 func TestStepCondition(t *testing.T) {
 	wait := func(set string, r Readiness) Action {
-		return Action{Kind: ActionWait, Set: set, Generation: "v2", Role: "deployment", Reason: r.String()}
+		return Action{Kind: ActionWait, Set: set, Generation: "v2", Role: "deployment", Reason: r.String(), Readiness: r}
 	}
 	tests := map[string]struct {
 		res  Result
@@ -68,23 +68,5 @@ func TestStepCondition(t *testing.T) {
 				t.Errorf("StepCondition (-want +got):\n%s", d)
 			}
 		})
-	}
-}
-
-func TestParseReadinessRoundTrip(t *testing.T) {
-	for _, r := range []Readiness{
-		{State: Ready},
-		{State: NotReady, Reason: "Error"},
-		{State: NotReady, Reason: "Error", Message: "a: b (c)"},
-		{State: Unknown, Reason: ReasonNoStatus, Message: "no status yet"},
-	} {
-		got, ok := parseReadiness(r.String())
-		if !ok {
-			t.Errorf("parseReadiness(%q) failed", r.String())
-			continue
-		}
-		if d := cmp.Diff(r, got); d != "" {
-			t.Errorf("round trip of %q (-want +got):\n%s", r.String(), d)
-		}
 	}
 }

@@ -20,7 +20,27 @@ var (
 	ErrNameTaken = errors.New("set name is taken")
 	// ErrInvalidFamily means a [Family] lacks a field the operation needs.
 	ErrInvalidFamily = errors.New("invalid family")
+	// ErrDiscoveryFailed means the discovery of an API group failed, so
+	// whether a kind of it is served is unknown: nothing listed in such a
+	// kind is deleted or reported gone (see [DiscoveryError]).
+	ErrDiscoveryFailed = errors.New("API discovery failed")
 )
+
+// DiscoveryError reports an API group whose discovery failed (an
+// aggregated API that is down). Its kinds are unknown, never "not served".
+type DiscoveryError struct {
+	// Group is the API group.
+	Group string
+	// Err is what discovery returned.
+	Err error
+}
+
+func (e *DiscoveryError) Error() string {
+	return fmt.Sprintf("API group %q: %v: %v", e.Group, ErrDiscoveryFailed, e.Err)
+}
+
+// Unwrap returns [ErrDiscoveryFailed] and the discovery error.
+func (e *DiscoveryError) Unwrap() []error { return []error{ErrDiscoveryFailed, e.Err} }
 
 // SetError reports a problem with one set, named by its name.
 type SetError struct {

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,7 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 )
@@ -78,6 +81,16 @@ type Executor struct {
 	// not know; a mapper that cannot be reset makes such a kind an
 	// [ErrStaleMapper] error that stops the retirement.
 	Mapper meta.RESTMapper
+	// Discovery, if set, proves a kind not served before anything relies
+	// on it: a kind the mapper does not know after a reset is not served
+	// only when its group is not served, or was discovered whole without
+	// it. A group whose discovery fails (an aggregated API that is down)
+	// makes its kinds unknown: nothing listed in them is handed over,
+	// deleted or reported gone, the call fails with a [*DiscoveryError],
+	// and [Reads.Undiscovered] names the group. Without it, the mapper's
+	// answer after a reset is taken as it is (client-go's
+	// DeferredDiscoveryRESTMapper drops a group whose discovery failed).
+	Discovery discovery.DiscoveryInterface
 	// Build makes a desired set; required for Create and Update.
 	Build BuildFunc
 	// RoleOrder orders retirement on a removal (see [Planner.RoleOrder]).
@@ -100,6 +113,23 @@ type Executor struct {
 	// the garbage collector removes its dependents (a Deployment's
 	// ReplicaSets and Pods), as kubectl delete does.
 	ResourcePropagation metav1.DeletionPropagation
+	// StepTimeout, if set, bounds the time a Step spends: when it runs out
+	// the Step stops before its next call (so it returns at most one
+	// call's time late, the client's rate limiter wait included), with
+	// [Result.Interrupted] and Requeue set and no error. Everything it did
+	// stays done and is not redone: the next Step plans from the cluster.
+	// A context deadline, by contrast, fails the call in flight.
+	StepTimeout time.Duration
+	// Recorder, if set with Component, receives Kubernetes Events on
+	// Component (the operator's component object): sets created, waits,
+	// retirements, finalizations, failures. client-go's
+	// record.EventRecorder satisfies it.
+	Recorder  EventRecorder
+	Component runtime.Object
+	// Metrics, if set, receives API calls by verb, objects pruned and
+	// kept, handoff durations and wait times (see [MetricAPICalls] and the
+	// names beside it).
+	Metrics Metrics
 	// DryRun plans and reads but writes nothing; the result lists the
 	// writes it would have made.
 	DryRun bool
@@ -154,6 +184,13 @@ type Result struct {
 	// live set lists is never skipped so: that stops the retirement with
 	// an error wrapping [ErrNotServed].
 	Unserved []Item
+	// Reads says how the Step read the resources of the sets it retired:
+	// Lists and Gets, and the scopes it had to read with Gets.
+	Reads Reads
+	// Interrupted is true when the Step stopped because its
+	// [Executor.StepTimeout] ran out; Requeue is then true, and the next
+	// Step goes on from what this one did.
+	Interrupted bool
 }
 
 func (e *Executor) sets() SetClient {
@@ -180,7 +217,18 @@ type run struct {
 	strangers     []Set
 	byRef         map[Ref]int
 	strangersRead bool
+	live          liveState // what the call read of listed resources
+	staying       types.UID // the set prune works for: it does not go, so the garbage collector takes nothing of it
+	setReads      struct{ lists, gets int }
+	keptCount     int       // resources handed over or released by retirements
+	deadline      time.Time // from StepTimeout; zero: none
 }
+
+// errOutOfTime stops a Step whose [Executor.StepTimeout] ran out.
+var errOutOfTime = errors.New("step timeout reached")
+
+// outOfTime reports whether the call's StepTimeout has run out.
+func (r *run) outOfTime() bool { return !r.deadline.IsZero() && !time.Now().Before(r.deadline) }
 
 func (e *Executor) start() (*run, error) {
 	if err := e.Family.Validate(); err != nil {
@@ -193,6 +241,7 @@ func (e *Executor) start() (*run, error) {
 	var res *resolver
 	if e.Mapper != nil {
 		res = newResolver(e.Mapper)
+		res.disco = e.Discovery
 		if r.family.ClusterScoped == nil {
 			r.family.ClusterScoped = res.clusterScoped()
 		}
@@ -203,7 +252,7 @@ func (e *Executor) start() (*run, error) {
 			r.objects = &dynamicObjects{client: e.Dynamic, mapper: e.Mapper, res: res}
 		}
 	case callScoped:
-		r.objects = o.forCall()
+		r.objects = o.forCall(e.Discovery)
 	}
 	return r, nil
 }
@@ -228,6 +277,7 @@ func (r *run) observeCache() error {
 // whole are in the view, with Set.Invalid.
 func (r *run) observe(ctx context.Context) error {
 	fam := r.family
+	r.setReads.lists++
 	list, err := r.e.sets().List(ctx, metav1.ListOptions{LabelSelector: fam.LabelSelector().String()})
 	if err != nil {
 		return fmt.Errorf("list %s with %s: %w", fam.Resource.Resource, fam.LabelSelector(), err)
@@ -235,6 +285,16 @@ func (r *run) observe(ctx context.Context) error {
 	r.view, _ = fam.ObserveAll(list.Items)
 	r.decider = nil
 	return nil
+}
+
+// setNamed returns the view's set of a name, and whether there is one.
+func (r *run) setNamed(name string) (Set, bool) {
+	for _, s := range r.view {
+		if s.Name == name && name != "" {
+			return s, true
+		}
+	}
+	return Set{}, false
 }
 
 // set returns the view's set with a UID, and whether there is one.
@@ -332,14 +392,28 @@ func (e *Executor) Step(ctx context.Context, desired *Desired) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	fromCache := e.Cache != nil
+	res, plan, err := r.step(ctx, desired)
+	gen := ""
+	if desired != nil {
+		gen = desired.Generation
+	}
+	r.reportStep(plan, gen, res, err)
+	return res, err
+}
+
+func (r *run) step(ctx context.Context, desired *Desired) (Result, Plan, error) {
+	if r.e.StepTimeout > 0 {
+		r.deadline = time.Now().Add(r.e.StepTimeout)
+	}
+	var err error
+	fromCache := r.e.Cache != nil
 	if fromCache {
 		err = r.observeCache()
 	} else {
 		err = r.observe(ctx)
 	}
 	if err != nil {
-		return Result{}, err
+		return Result{}, Plan{}, err
 	}
 	res, plan, err := r.plan(desired)
 	if err == nil && fromCache && (len(plan.Of(ActionRetire))+len(plan.Of(ActionCreate)) > 0 || desired == nil && plan.Settled()) {
@@ -350,18 +424,23 @@ func (e *Executor) Step(ctx context.Context, desired *Desired) (Result, error) {
 		// the caller then drops its own finalizer, and a set the cache
 		// does not show yet would stay behind with all it lists.
 		if err := r.observe(ctx); err != nil {
-			return Result{}, err
+			return Result{}, Plan{}, err
 		}
 		res, plan, err = r.plan(desired)
 		res.Confirmed = true
 	}
 	if err != nil {
-		return res, err
+		return res, plan, err
 	}
 	invalid := res.invalid()
 	err = r.carryOut(ctx, plan, desired)
-	res.Writes, res.Unserved = r.writes, r.unserved
-	return res, errors.Join(err, invalid)
+	res.Writes, res.Unserved, res.Reads = r.writes, r.unserved, r.live.reads
+	if errors.Is(err, errOutOfTime) {
+		// What was done stays done: the next Step plans again from the
+		// cluster and goes on from there.
+		res.Requeue, res.Interrupted, err = true, true, nil
+	}
+	return res, plan, errors.Join(err, invalid)
 }
 
 // plan plans from the view, leaving out (and reporting) invalid sets.
@@ -392,12 +471,17 @@ func (res Result) invalid() error {
 }
 
 func (r *run) carryOut(ctx context.Context, plan Plan, desired *Desired) error {
-	for _, a := range plan.Of(ActionRetire) {
-		r.retiring = append(r.retiring, a.UID)
+	for _, a := range plan.Actions {
+		if a.Kind == ActionRetire || a.Kind == ActionFinalize {
+			r.retiring = append(r.retiring, a.UID)
+		}
 	}
 	for _, a := range plan.Actions {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if r.outOfTime() {
+			return errOutOfTime
 		}
 		var err error
 		switch a.Kind {
@@ -412,6 +496,10 @@ func (r *run) carryOut(ctx context.Context, plan Plan, desired *Desired) error {
 			err = r.update(ctx, *desired, roleNamed(desired, a.Role), *s)
 		case ActionRetire:
 			err = r.retire(ctx, a.UID)
+		case ActionFinalize:
+			err = r.finish(ctx, a.UID)
+		case ActionPrune:
+			err = r.prune(ctx, a.UID)
 		}
 		if err != nil {
 			return err
@@ -519,6 +607,7 @@ func (r *run) create(ctx context.Context, d Desired, role Role) error {
 		return nil
 	}
 	// A retried create after a lost response: adopt the set if it is ours.
+	r.setReads.gets++
 	live, err := r.e.sets().Get(ctx, obj.GetName(), metav1.GetOptions{})
 	if err != nil {
 		return &SetError{Name: obj.GetName(), Err: fmt.Errorf("get after AlreadyExists: %w", err)}
@@ -546,6 +635,7 @@ func (r *run) update(ctx context.Context, d Desired, role Role, cur Set) error {
 		live := cur.Object
 		if !first || live == nil {
 			var err error
+			r.setReads.gets++
 			if live, err = r.e.sets().Get(ctx, cur.Name, metav1.GetOptions{}); err != nil {
 				return err
 			}
@@ -567,6 +657,9 @@ func (r *run) update(ctx context.Context, d Desired, role Role, cur Set) error {
 		maps.Copy(ann, want.GetAnnotations())
 		next.SetLabels(lbls)
 		next.SetAnnotations(ann)
+		if err := r.recordDropped(live, next); err != nil {
+			return err
+		}
 		var err error
 		done, err = r.e.sets().Update(ctx, next, metav1.UpdateOptions{})
 		return err
@@ -575,6 +668,116 @@ func (r *run) update(ctx context.Context, d Desired, role Role, cur Set) error {
 		return &SetError{Name: cur.Name, Err: fmt.Errorf("update in place: %w", err)}
 	}
 	r.saw(done)
+	return nil
+}
+
+// recordDropped writes on next, the update of live, the resources live
+// lists (or still had to prune) that next no longer lists, as
+// [DroppedAnnotation]: pruned once the set is Ready for next.
+func (r *run) recordDropped(live, next *unstructured.Unstructured) error {
+	before, err := r.family.resources(live)
+	if err != nil {
+		return fmt.Errorf("read what the set lists before the update: %w", err)
+	}
+	if v := live.GetAnnotations()[DroppedAnnotation]; v != "" {
+		var pending []Ref
+		if err := json.Unmarshal([]byte(v), &pending); err != nil {
+			return fmt.Errorf("annotation %s: %w", DroppedAnnotation, err)
+		}
+		before = append(before, pending...)
+	}
+	after, err := r.family.resources(next)
+	if err != nil {
+		return fmt.Errorf("read what the set lists after the update: %w", err)
+	}
+	kept := make(map[Ref]bool, len(after))
+	for _, ref := range after {
+		kept[ref] = true
+	}
+	var dropped []Ref
+	for _, ref := range before {
+		if !kept[ref] {
+			kept[ref] = true // once each
+			dropped = append(dropped, ref)
+		}
+	}
+	ann := next.GetAnnotations()
+	if len(dropped) == 0 {
+		delete(ann, DroppedAnnotation)
+	} else {
+		v, err := json.Marshal(dropped)
+		if err != nil {
+			return err
+		}
+		ann[DroppedAnnotation] = string(v)
+	}
+	next.SetAnnotations(ann)
+	return nil
+}
+
+// prune deletes what an update in place took out of a set that stays,
+// now that the set is Ready for its new spec: each dropped resource that
+// no live set of the family lists, as [Executor.Finalize] would when the
+// set went (kept, protected and foreign objects stay; an object the set
+// owns is released from it if it is kept), with a fresh read before each
+// delete. Then it clears [DroppedAnnotation], on condition that the set is
+// unchanged since it was read.
+func (r *run) prune(ctx context.Context, uid types.UID) error {
+	sp, ok := r.set(uid)
+	if !ok || len(sp.Dropped) == 0 {
+		return nil
+	}
+	s := *sp
+	listed := map[Ref]bool{}
+	for _, o := range r.view {
+		if !o.Deleting {
+			for _, ref := range o.Resources {
+				listed[ref] = true
+			}
+		}
+	}
+	var items []Item
+	for _, ref := range s.Dropped {
+		if !listed[ref] {
+			items = append(items, Item{Ref: ref, Verdict: Delete, Reason: "dropped by an update in place of " + s.Name + ", listed by no other set"})
+		}
+	}
+	if err := r.prefetch(ctx, refsOf(items)); err != nil {
+		return &SetError{Name: s.Name, Err: fmt.Errorf("prune: read what it dropped: %w", err)}
+	}
+	r.staying = s.UID
+	defer func() { r.staying = "" }()
+	others := r.others(uid)
+	var errs []error
+	for _, it := range items {
+		if r.outOfTime() {
+			return errOutOfTime
+		}
+		if _, _, err := r.settle(ctx, s, others, it, true); err != nil {
+			errs = append(errs, &ResourceError{Ref: it.Ref, Err: err})
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return &SetError{Name: s.Name, Err: fmt.Errorf("prune what an update dropped: %w", err)}
+	}
+	r.record(Call{Verb: "patch", Resource: r.family.Resource.Resource, Name: s.Name})
+	if r.e.DryRun {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid": s.UID, "resourceVersion": s.Object.GetResourceVersion(),
+		"annotations": map[string]any{DroppedAnnotation: nil},
+	}})
+	if err != nil {
+		return err
+	}
+	live, err := r.e.sets().Patch(ctx, s.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		// A Conflict: the set changed (another update dropped more); the
+		// next Step prunes again from what it then records.
+		return &SetError{Name: s.Name, Err: fmt.Errorf("prune: clear %s: %w", DroppedAnnotation, err)}
+	}
+	r.saw(live)
 	return nil
 }
 
@@ -590,9 +793,9 @@ func (r *run) others(uid types.UID) []Set {
 }
 
 // retire makes every resource the set lists safe for it to go (shared
-// ones handed to their successors, kept ones released) and then deletes
-// exactly that set, by name and UID; for a set without a finalizer it then
-// deletes the obsolete resources installed without an owner.
+// ones handed to their successors, kept ones released; for a set without a
+// finalizer, the obsolete resources installed without an owner deleted)
+// and then deletes exactly that set, by name and UID.
 func (r *run) retire(ctx context.Context, uid types.UID) error {
 	sp, ok := r.set(uid)
 	if !ok {
@@ -602,13 +805,36 @@ func (r *run) retire(ctx context.Context, uid types.UID) error {
 	d := r.decide(uid)
 	others := r.others(uid)
 	var errs []error
+	if err := r.prefetch(ctx, refsOf(d.Items)); err != nil {
+		return &SetError{Name: s.Name, Err: fmt.Errorf("retire: read what it lists: %w", err)}
+	}
 	for _, it := range d.Items {
-		if _, _, err := r.settle(ctx, s, others, it, false); err != nil {
+		if r.outOfTime() {
+			return errOutOfTime
+		}
+		done, what, err := r.settle(ctx, s, others, it, false)
+		if err != nil {
 			errs = append(errs, &ResourceError{Ref: it.Ref, Err: err})
+		}
+		if what == handedOver || done.Detached {
+			r.keptCount++
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return &SetError{Name: s.Name, Err: fmt.Errorf("retire: hand over or release resources: %w", err)}
+	}
+	// A set with no finalizer has no controller to finalize it (deleted
+	// before its controller first saw it, or it has none). The garbage
+	// collector takes what it owns; what it installed without an owner
+	// would stay for good. The executor finalizes it itself: its own
+	// finalizer keeps the set until that is deleted, so a delete that
+	// fails is tried again by the next Step (ActionFinalize), and nothing
+	// is deleted while a live set lists it.
+	own := s.Object != nil && len(s.Object.GetFinalizers()) == 0
+	if own {
+		if err := r.addFinalizer(ctx, s); err != nil {
+			return err
+		}
 	}
 	policy := r.e.Propagation
 	if policy == "" {
@@ -624,7 +850,9 @@ func (r *run) retire(ctx context.Context, uid types.UID) error {
 		PropagationPolicy: &policy,
 	})
 	switch {
-	case err == nil, apierrors.IsNotFound(err):
+	case err == nil:
+	case apierrors.IsNotFound(err):
+		return nil
 	case apierrors.IsConflict(err):
 		// The UID precondition failed: the name now holds another object,
 		// which this plan did not name. Leave it alone.
@@ -632,24 +860,89 @@ func (r *run) retire(ctx context.Context, uid types.UID) error {
 	default:
 		return &SetError{Name: s.Name, Err: fmt.Errorf("retire: %w", err)}
 	}
-	// A set with no finalizer has no controller to finalize it (deleted
-	// before its controller first saw it, or it has none). The garbage
-	// collector takes what it owns; what it installed without an owner
-	// would stay for good, so the retirement deletes that itself, now that
-	// the set is going.
-	if s.Object == nil || len(s.Object.GetFinalizers()) != 0 {
+	if own {
+		return r.finish(ctx, uid)
+	}
+	return nil
+}
+
+// addFinalizer puts [ExecutorFinalizer] on a set that has no finalizer, on
+// condition that it is the set read (UID and resourceVersion): a
+// controller that added its own meanwhile makes it a Conflict, and the
+// next Step plans again.
+func (r *run) addFinalizer(ctx context.Context, s Set) error {
+	r.record(Call{Verb: "patch", Resource: r.family.Resource.Resource, Name: s.Name})
+	if r.e.DryRun {
 		return nil
 	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid": s.UID, "resourceVersion": s.Object.GetResourceVersion(), "finalizers": []string{ExecutorFinalizer},
+	}})
+	if err != nil {
+		return err
+	}
+	live, err := r.e.sets().Patch(ctx, s.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return &SetError{Name: s.Name, Err: fmt.Errorf("retire: add finalizer %s: %w", ExecutorFinalizer, err)}
+	}
+	r.saw(live)
+	return nil
+}
+
+// finish finalizes a set the executor retired with its own finalizer:
+// it deletes the obsolete resources the set installed without an owner
+// (what the set owns, the garbage collector takes), then removes the
+// finalizer.
+func (r *run) finish(ctx context.Context, uid types.UID) error {
+	sp, ok := r.set(uid)
+	if !ok {
+		return nil
+	}
+	sp.Deleting = true
+	s := *sp
+	d := r.decide(uid)
+	others := r.others(uid)
+	var unowned []Item
 	for _, it := range d.Of(Delete) {
-		if !slices.Contains(r.e.Prune.Unowned, it.Ref.GroupKind()) {
-			continue
+		if slices.Contains(r.e.Prune.Unowned, it.Ref.GroupKind()) {
+			unowned = append(unowned, it)
+		}
+	}
+	if err := r.prefetch(ctx, refsOf(unowned)); err != nil {
+		return &SetError{Name: s.Name, Err: fmt.Errorf("finalize: read what it lists: %w", err)}
+	}
+	var errs []error
+	for _, it := range unowned {
+		if r.outOfTime() {
+			return errOutOfTime
 		}
 		if _, _, err := r.settle(ctx, s, others, it, true); err != nil {
 			errs = append(errs, &ResourceError{Ref: it.Ref, Err: err})
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return &SetError{Name: s.Name, Err: fmt.Errorf("retire: delete what it installed without an owner: %w", err)}
+		return &SetError{Name: s.Name, Err: fmt.Errorf("finalize: delete what it installed without an owner: %w", err)}
+	}
+	r.record(Call{Verb: "update", Resource: r.family.Resource.Resource, Name: s.Name})
+	if r.e.DryRun {
+		return nil
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		r.setReads.gets++
+		live, err := r.e.sets().Get(ctx, s.Name, metav1.GetOptions{})
+		if err != nil || live.GetUID() != uid {
+			return err
+		}
+		fins := slices.DeleteFunc(live.GetFinalizers(), func(f string) bool { return f == ExecutorFinalizer })
+		if len(fins) == len(live.GetFinalizers()) {
+			return nil
+		}
+		live.SetFinalizers(fins)
+		_, err = r.e.sets().Update(ctx, live, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return &SetError{Name: s.Name, Err: fmt.Errorf("finalize: remove finalizer %s: %w", ExecutorFinalizer, err)}
 	}
 	return nil
 }
@@ -662,6 +955,7 @@ const (
 	handedOver                // its owners changed: the retiring set's reference moved to live sets that list it
 	kept                      // a live set lists it and it needed no write: the retiring set did not own it, or it is gone
 	deleted                   // deleted (or, in a dry run, would be)
+	collected                 // obsolete and owned by the retiring set alone: the garbage collector deletes it with the set
 	unserved                  // its kind is not served: no object can exist
 )
 
@@ -683,8 +977,9 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 	if r.objects == nil {
 		return it, skipped, fmt.Errorf("%w: executor needs Objects, or Dynamic and Mapper, to reach resources", ErrInvalidFamily)
 	}
+	fresh := false // read from the API server, not from what prefetch read
 	for attempt := 0; ; attempt++ {
-		live, err := r.objects.Get(ctx, it.Ref)
+		live, err := r.get(ctx, it.Ref, fresh)
 		switch {
 		case errors.Is(err, ErrNotServed) && it.Verdict == Keep:
 			return it, skipped, fmt.Errorf("listed by live set %s, not handed over: %w", it.Successor, err)
@@ -698,6 +993,10 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 			it.Verdict, it.Reason = Skip, "already gone"
 			return it, skipped, nil
 		case err != nil:
+			var de *DiscoveryError
+			if errors.As(err, &de) && !slices.Contains(r.live.reads.Undiscovered, de.Group) {
+				r.live.reads.Undiscovered = append(r.live.reads.Undiscovered, de.Group)
+			}
 			return it, skipped, err
 		}
 		refs := live.GetOwnerReferences()
@@ -728,9 +1027,25 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 			switch {
 			case err != nil:
 				return it, skipped, err
+			case other == nil && retiring.UID != r.staying && ownerOf(r.e.Prune.owning(live), retiring, others) == OwnedBySet && len(refs) == len(r.e.Prune.owning(live)):
+				// The garbage collector deletes it once the set is gone:
+				// a delete here would be a write it does not need.
+				it.Verdict, it.Reason = Delete, "owned by "+retiring.Name+" alone, listed by no other set: left to the garbage collector"
+				return it, collected, nil
+			case other == nil && !fresh:
+				// Nothing else removes it: confirm on the API server first.
+				fresh = true
+				continue
 			case other == nil:
 				it.Verdict, it.Reason = verdict, reason
-				if err := r.delete(ctx, live, &it); err != nil || it.Verdict != Delete {
+				err := r.delete(ctx, live, &it)
+				if apierrors.IsConflict(err) && attempt < retry.DefaultRetry.Steps {
+					// The UID precondition failed (or the server refused
+					// for another conflict): whatever holds the name now is
+					// decided again from a fresh read.
+					continue
+				}
+				if err != nil || it.Verdict != Delete {
 					return it, skipped, err
 				}
 				return it, deleted, nil
@@ -754,14 +1069,17 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 		if r.e.DryRun {
 			return it, done, nil
 		}
+		live = live.DeepCopy()
 		ann := live.GetAnnotations()
 		if ann == nil {
 			ann = map[string]string{}
 		}
 		ann[ReleasedAnnotation] = released(ann[ReleasedAnnotation], retiring.UID)
 		live.SetAnnotations(ann)
+		r.wrote(it.Ref)
 		err = r.objects.SetOwnerReferences(ctx, live, next)
 		if apierrors.IsConflict(err) && attempt < retry.DefaultRetry.Steps {
+			fresh = true
 			continue // read again and decide again
 		}
 		if apierrors.IsNotFound(err) {
@@ -784,6 +1102,7 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 // family pays nothing until something is about to be deleted.
 func (r *run) foreign(ctx context.Context, ref Ref, live *unstructured.Unstructured) (*Set, string, error) {
 	if !r.strangersRead {
+		r.setReads.lists++
 		list, err := r.e.sets().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, "", fmt.Errorf("list every %s, for the sets of other families: %w", r.family.Resource.Resource, err)
@@ -830,6 +1149,7 @@ func (r *run) readStrangers(items []unstructured.Unstructured) {
 // becomes the view, as observe makes it, and the rest the strangers.
 func (r *run) observeWide(ctx context.Context) error {
 	fam := r.family
+	r.setReads.lists++
 	list, err := r.e.sets().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list every %s: %w", fam.Resource.Resource, err)
@@ -852,17 +1172,17 @@ func (r *run) delete(ctx context.Context, live *unstructured.Unstructured, it *I
 	if r.e.DryRun {
 		return nil
 	}
+	r.wrote(it.Ref)
 	policy := r.e.ResourcePropagation
 	if policy == "" {
 		policy = metav1.DeletePropagationBackground
 	}
 	err := r.objects.Delete(ctx, it.Ref, live.GetUID(), policy)
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		// Gone already, or replaced by another object this check did not see.
-		it.Verdict, it.Reason = Skip, "gone or replaced before the delete"
+	if apierrors.IsNotFound(err) {
+		it.Verdict, it.Reason = Skip, "gone before the delete"
 		return nil
 	}
-	return err
+	return err // a Conflict: the caller reads the object again and decides anew
 }
 
 // resourceName names a resource's REST resource for a Call, from the

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 const testNS = "comp-ns"
@@ -481,13 +482,15 @@ func TestExecutorDryRun(t *testing.T) {
 }
 
 // A retirement whose ownership handover fails names the set it was
-// retiring and the resource it could not reach, and deletes nothing.
+// retiring and the resource it could not reach, and deletes nothing. RBAC
+// grants neither list nor get on Deployments: the forbidden List falls
+// back to Gets, which are forbidden too.
 func TestExecutorRetireHandoverFailure(t *testing.T) {
 	ctx := context.Background()
 	w, _, v2 := newSmall(t)
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "controller", errors.New("no get"))
 	w.Cluster.InjectFaults(func(c handofftest.Call) handofftest.Fault {
-		if c.Verb == "get" && c.Resource.Resource == "deployments" {
+		if (c.Verb == "get" || c.Verb == "list") && c.Resource.Resource == "deployments" {
 			return handofftest.Fault{Err: forbidden}
 		}
 		return handofftest.Fault{}
@@ -573,8 +576,13 @@ func TestFinalizeHandsOverSharedAndDeletesObsolete(t *testing.T) {
 	if d := cmp.Diff([]string{"Namespace comp-ns", "ValidatingWebhookConfiguration validation.webhook"}, refs(res.Kept)); d != "" {
 		t.Errorf("Kept (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff([]string{"ConfigMap config-only-v1"}, refs(res.Deleted)); d != "" {
-		t.Errorf("Deleted (-want +got):\n%s", d)
+	// config-only-v1 is v1's alone: no write, the garbage collector takes
+	// it with the set.
+	if d := cmp.Diff([]string{"ConfigMap config-only-v1"}, refs(res.Collected)); d != "" {
+		t.Errorf("Collected (-want +got):\n%s", d)
+	}
+	if len(res.Deleted) != 0 {
+		t.Errorf("Deleted %v, want nothing: the garbage collector does it", res.Deleted)
 	}
 	cm, _ := w.Cluster.Get(handofftest.Key{Kind: "ConfigMap", Namespace: testNS, Name: "config-a"})
 	var owners []string
@@ -584,9 +592,6 @@ func TestFinalizeHandsOverSharedAndDeletesObsolete(t *testing.T) {
 	if d := cmp.Diff([]string{succ.GetName() + "/" + string(succ.GetUID())}, owners); d != "" {
 		t.Errorf("config-a owners (-want +got):\n%s", d)
 	}
-	if w.Cluster.Exists(handofftest.Key{Kind: "ConfigMap", Namespace: testNS, Name: "config-only-v1"}) {
-		t.Error("config-only-v1 still exists")
-	}
 	n := len(w.Cluster.Writes())
 	again, err := w.Executor.Finalize(ctx, old)
 	if err != nil {
@@ -594,5 +599,66 @@ func TestFinalizeHandsOverSharedAndDeletesObsolete(t *testing.T) {
 	}
 	if len(again.Writes) != 0 || len(w.Cluster.Writes()) != n {
 		t.Errorf("second Finalize wrote: %v (cluster writes %d, want %d)", again.Writes, len(w.Cluster.Writes()), n)
+	}
+	obsolete := handofftest.Key{Kind: "ConfigMap", Namespace: testNS, Name: "config-only-v1"}
+	if !w.Cluster.Exists(obsolete) {
+		t.Fatal("config-only-v1 is gone while its set still exists: who deleted it?")
+	}
+	sets := w.Cluster.ClientFor("test").Resource(handofftest.SetResource)
+	if err := sets.Delete(ctx, old.GetName(), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sets.Patch(ctx, old.GetName(), types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	w.Cluster.CollectGarbage()
+	if w.Cluster.Exists(obsolete) {
+		t.Error("config-only-v1 outlived its set")
+	}
+	if !w.Cluster.Exists(handofftest.Key{Kind: "ConfigMap", Namespace: testNS, Name: "config-a"}) {
+		t.Error("config-a was collected with the old set")
+	}
+}
+
+// An update in place that moves objects to another namespace (tekton: a
+// component's targetNamespace changed, same release) prunes what the set
+// no longer lists, once the set is Ready for its new spec: the objects in
+// the old namespace go, and only after their replacements exist; an
+// object the update keeps is never absent.
+func TestUpdateInPlacePrunesWhatItDropped(t *testing.T) {
+	ctx := context.Background()
+	w := handofftest.NewWorld("Comp")
+	at := func(ns string) map[string][]*unstructured.Unstructured {
+		return map[string][]*unstructured.Unstructured{"static": {mkObj("v1", "ConfigMap", ns, "moved", "v1"), mkObj("v1", "ConfigMap", testNS, "stays", "v1")}}
+	}
+	if _, err := w.Converge(ctx, w.DesireHashed("v1", []string{"static"}, at("old-ns")), 30); err != nil {
+		t.Fatal(err)
+	}
+	oldKey := handofftest.Key{Kind: "ConfigMap", Namespace: "old-ns", Name: "moved"}
+	newKey := handofftest.Key{Kind: "ConfigMap", Namespace: "new-ns", Name: "moved"}
+	staysKey := handofftest.Key{Kind: "ConfigMap", Namespace: testNS, Name: "stays"}
+	if !w.Cluster.Exists(oldKey) {
+		t.Fatal("v1 did not install the ConfigMap in old-ns")
+	}
+	moved := w.DesireHashed("v1", []string{"static"}, at("new-ns"))
+	if _, err := w.Converge(ctx, moved, 30); err != nil {
+		t.Fatal(err)
+	}
+	if w.Cluster.Exists(oldKey) || !w.Cluster.Exists(newKey) {
+		t.Fatalf("after the move: old-ns present %v, new-ns present %v; want only new-ns", w.Cluster.Exists(oldKey), w.Cluster.Exists(newKey))
+	}
+	gone, made := w.Cluster.Timeline(oldKey), w.Cluster.Timeline(newKey)
+	if len(gone) != 1 || len(made) != 1 || gone[0].To.Before(made[0].From) {
+		t.Errorf("old-ns copy removed %v, new-ns copy created %v: want the removal after the creation", gone, made)
+	}
+	if tl := w.Cluster.Timeline(staysKey); len(tl) != 1 || !tl[0].To.IsZero() {
+		t.Errorf("the ConfigMap both specs list has lifetimes %+v, want one that has not ended", tl)
+	}
+	set, ok := w.Cluster.Get(handofftest.Key{Group: handofftest.SetResource.Group, Kind: "TektonInstallerSet", Name: w.Family.SetName("v1", "static")})
+	if !ok {
+		t.Fatal("no set")
+	}
+	if v, ok := set.GetAnnotations()[handoff.DroppedAnnotation]; ok {
+		t.Errorf("the set still records dropped resources: %s", v)
 	}
 }

@@ -13,8 +13,13 @@ import (
 type FinalizeResult struct {
 	// Decision is the pure decision the work followed.
 	Decision Decision
-	// Deleted holds the resources deleted.
+	// Deleted holds the resources deleted: those nothing else removes
+	// (installed without an owner, see [PruneOptions.Unowned]).
 	Deleted []Item
+	// Collected holds the obsolete resources the set alone owns: the
+	// garbage collector deletes them once the set is gone, so Finalize
+	// writes nothing for them.
+	Collected []Item
 	// HandedOver holds the kept resources whose ownerReferences moved from
 	// the set to the live sets that list them: only those whose owners
 	// changed.
@@ -34,6 +39,10 @@ type FinalizeResult struct {
 	Unserved []Item
 	// Writes are the writes made (or, in a dry run, that would be made).
 	Writes []Call
+	// Reads says how Finalize read the resources: one List per scope
+	// (group-kind and namespace), Gets where it could not list, and a Get
+	// to confirm each object before it deletes it.
+	Reads Reads
 }
 
 // Finalize is what a set controller calls from its finalizer (tektoncd/
@@ -96,11 +105,16 @@ func (e *Executor) Finalize(ctx context.Context, set *unstructured.Unstructured)
 			res.Kept = append(res.Kept, done)
 		case deleted:
 			res.Deleted = append(res.Deleted, done)
+		case collected:
+			res.Collected = append(res.Collected, done)
 		case unserved:
 			res.Unserved = append(res.Unserved, done)
 		default:
 			res.Skipped = append(res.Skipped, done)
 		}
+	}
+	if err := r.prefetch(ctx, refsOf(res.Decision.Items)); err != nil {
+		return res, err
 	}
 	obsolete := map[Ref]bool{}
 	for _, it := range res.Decision.Items {
@@ -135,6 +149,8 @@ func (e *Executor) Finalize(ctx context.Context, set *unstructured.Unstructured)
 			}
 		}
 	}
-	res.Writes = r.writes
-	return res, errors.Join(errs...)
+	res.Writes, res.Reads = r.writes, r.live.reads
+	err = errors.Join(errs...)
+	r.reportFinalize(set.GetName(), res, err)
+	return res, err
 }

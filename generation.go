@@ -3,6 +3,7 @@ package handoff
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -22,6 +23,11 @@ const (
 	// A set controller that finds it on its set must not write resources the
 	// superseding generation also lists (see [Guard]).
 	DefaultSupersededAnnotation = "handoff.kube-handoff.io/superseded-by"
+	// DroppedAnnotation lists, as JSON, the resources an update in place
+	// took out of a set (a target namespace that moved, a manifest that
+	// went): the executor writes it with the update and prunes them once
+	// the set is Ready for its new spec ([ActionPrune]).
+	DroppedAnnotation = "handoff.kube-handoff.io/dropped"
 )
 
 // Family describes one family of sets: the sets of one component and type,
@@ -159,6 +165,9 @@ type Set struct {
 	Hash string
 	// Resources are the identities of the resources the set lists.
 	Resources []Ref
+	// Dropped are the resources an update in place took out of the set,
+	// still to be pruned ([DroppedAnnotation]).
+	Dropped []Ref
 	// Labels are the set's labels, kept so that the Planner can check
 	// family membership.
 	Labels map[string]string
@@ -206,6 +215,11 @@ func (f Family) Observe(u *unstructured.Unstructured) (Set, error) {
 	s.SupersededBy = ann[f.supersededAnnotation()]
 	if f.HashAnnotation != "" {
 		s.Hash = ann[f.HashAnnotation]
+	}
+	if v := ann[DroppedAnnotation]; v != "" {
+		if err := json.Unmarshal([]byte(v), &s.Dropped); err != nil {
+			return s, f.invalid(&s, fmt.Errorf("annotation %s: %w", DroppedAnnotation, err))
+		}
 	}
 	probe := f.Probe
 	if probe == nil {

@@ -29,7 +29,28 @@ const (
 	ActionWait ActionKind = "Wait"
 	// ActionRetire deletes exactly one set, named by name and UID.
 	ActionRetire ActionKind = "Retire"
+	// ActionPrune deletes what an update in place took out of a desired
+	// set ([Set.Dropped]), once the set is Ready for its new spec and when
+	// no other live set lists it; then it clears the record.
+	ActionPrune ActionKind = "Prune"
+	// ActionFinalize finishes the retirement of a set that no controller
+	// finalizes (it had no finalizer when it was retired, so the executor
+	// put [ExecutorFinalizer] on it): what it installed without an owner
+	// is deleted, then that finalizer is removed and the set goes.
+	ActionFinalize ActionKind = "Finalize"
 )
+
+// ExecutorFinalizer is the finalizer the executor puts on a set that has
+// none before it retires it, so that the set stays until what it installed
+// without an owner is deleted: once the set is gone, nothing would remember
+// those objects. An [ActionFinalize] removes it.
+const ExecutorFinalizer = "handoff.kube-handoff.io/retire"
+
+// finalizedByExecutor reports whether a deleting set waits on the
+// executor's own finalizer.
+func finalizedByExecutor(s Set) bool {
+	return s.Deleting && s.Object != nil && slices.Contains(s.Object.GetFinalizers(), ExecutorFinalizer)
+}
 
 // Phase is where a family stands in its handoff.
 type Phase string
@@ -64,6 +85,10 @@ type Action struct {
 	UID types.UID
 	// Reason says why, for logs and for the caller's status.
 	Reason string
+	// Readiness is, for a Wait on a set that is not Ready, what the set's
+	// probe said (State, Reason, Message), so a caller's status needs no
+	// parsing of Reason; zero for every other action.
+	Readiness Readiness
 }
 
 // String renders the action for a log line.
@@ -161,11 +186,30 @@ func (p Planner) Plan(observed []Set, desired *Desired) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
+	var plan Plan
 	if desired == nil {
-		return p.planRemoval(sets), nil
+		plan = p.planRemoval(sets)
+	} else {
+		plan = p.planHandoff(sets, desired)
 	}
-	return p.planHandoff(sets, desired), nil
+	// A retirement the executor must finish itself is not waited for.
+	for _, s := range sets {
+		if !finalizedByExecutor(s) {
+			continue
+		}
+		plan.Actions = slices.DeleteFunc(plan.Actions, func(a Action) bool {
+			return a.Kind == ActionWait && a.UID == s.UID && a.Reason == reasonFinalizing
+		})
+		plan.Actions = append(plan.Actions, act(ActionFinalize, s, "retired with no controller to finalize it"))
+		if plan.Phase == PhaseSteady {
+			plan.Phase = PhaseHandoff
+		}
+	}
+	return plan, nil
 }
+
+// reasonFinalizing is the reason of a Wait on a set being deleted.
+const reasonFinalizing = "being finalized"
 
 // members keeps the family's sets, validated and in a canonical order.
 func (p Planner) members(observed []Set) ([]Set, error) {
@@ -297,6 +341,7 @@ func (p Planner) planHandoff(sets []Set, d *Desired) Plan {
 	// ready[i]: role i has a kept set that is Ready for its current spec and
 	// needs no update.
 	ready := make([]bool, len(d.Roles))
+	var prunes []Action
 	allReady := true
 	for i, r := range d.Roles {
 		s, ok := kept[r.Name]
@@ -304,15 +349,21 @@ func (p Planner) planHandoff(sets []Set, d *Desired) Plan {
 		case ok && r.Hash != "" && s.Hash != r.Hash:
 			plan.Actions = append(plan.Actions, act(ActionUpdate, s, fmt.Sprintf("content hash %q, want %q", s.Hash, r.Hash)))
 		case ok && s.Readiness.State != Ready:
-			plan.Actions = append(plan.Actions, act(ActionWait, s, s.Readiness.String()))
+			wait := act(ActionWait, s, s.Readiness.String())
+			wait.Readiness = s.Readiness
+			plan.Actions = append(plan.Actions, wait)
 		case ok:
 			ready[i] = true
+			if len(s.Dropped) > 0 {
+				prunes = append(prunes, act(ActionPrune, s, fmt.Sprintf("%d resources dropped by an update in place", len(s.Dropped))))
+			}
 		default:
 			plan.Actions = append(plan.Actions, p.missing(r, d, kept, ready, roleIdx, terminating))
 		}
 		allReady = allReady && ready[i]
 	}
 	plan.Actions = append(plan.Actions, duplicates...)
+	plan.Actions = append(plan.Actions, prunes...)
 
 	others := len(old) > 0
 	for _, s := range terminating {
@@ -336,7 +387,7 @@ func (p Planner) planHandoff(sets []Set, d *Desired) Plan {
 		}
 		if len(old) == 0 {
 			for _, s := range terminating {
-				plan.Actions = append(plan.Actions, act(ActionWait, s, "being finalized"))
+				plan.Actions = append(plan.Actions, act(ActionWait, s, reasonFinalizing))
 			}
 		}
 		plan.Phase = PhaseHandoff
@@ -374,7 +425,7 @@ func (p Planner) planRemoval(sets []Set) Plan {
 	plan := Plan{Phase: PhaseRemove}
 	for _, s := range sets {
 		if s.Deleting {
-			plan.Actions = append(plan.Actions, act(ActionWait, s, "being finalized"))
+			plan.Actions = append(plan.Actions, act(ActionWait, s, reasonFinalizing))
 			continue
 		}
 		live = append(live, s)

@@ -252,3 +252,25 @@ func TestPlannerPropertiesOverRandomFamilies(t *testing.T) {
 		}
 	}
 }
+
+// A Wait on a set that is not Ready carries what the set's probe said, so
+// a status condition reads it instead of parsing the reason.
+func TestWaitCarriesReadiness(t *testing.T) {
+	failing := mk("s2", "v2", "static", 2, handoff.NotReady)
+	failing.Readiness = handoff.Readiness{State: handoff.NotReady, Reason: "Error", Message: "webhook: apply refused"}
+	plan, err := handoff.Planner{Family: family}.Plan([]handoff.Set{failing}, &handoff.Desired{Generation: "v2", Roles: []handoff.Role{{Name: "static"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waits := plan.Of(handoff.ActionWait)
+	if len(waits) != 1 {
+		t.Fatalf("waits %v, want one", waits)
+	}
+	if d := cmp.Diff(failing.Readiness, waits[0].Readiness); d != "" {
+		t.Errorf("the wait's readiness (-want +got):\n%s", d)
+	}
+	c := handoff.StepCondition("Ready", handoff.Result{Plan: plan, Requeue: true, Waiting: waits}, nil)
+	if c.Reason != "Error" || c.Message != "set s2 (v2/static) is not ready: webhook: apply refused" {
+		t.Errorf("condition %+v, want the set's reason and message", c)
+	}
+}

@@ -237,15 +237,19 @@ func TestExecutorFinalizeOverManifestival(t *testing.T) {
 		return u
 	}
 	shared, obsolete := cm("ns", "shared"), cm("ns", "obsolete")
-	old := set("web-v1", "s1", "v1", shared, obsolete)
+	hook := &unstructured.Unstructured{}
+	hook.SetAPIVersion("admissionregistration.k8s.io/v1")
+	hook.SetKind("ValidatingWebhookConfiguration")
+	hook.SetName("obsolete.webhook")
+	old := set("web-v1", "s1", "v1", shared, obsolete, hook)
 	next := set("web-v2", "s2", "v2", shared)
-	client := fakeWith(t, owned(shared, "web-v1", "s1"), owned(obsolete, "web-v1", "s1"))
+	client := fakeWith(t, owned(shared, "web-v1", "s1"), owned(obsolete, "web-v1", "s1"), hook)
 
 	gvr := fam.Resource
 	sets := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{gvr: "BundleList"}, old, next).Resource(gvr)
 	e := &Executor{Family: fam, Sets: sets, Prune: DefaultPruneOptions(),
-		Objects: ManifestivalObjects{Client: client, Versions: ManifestVersions([]unstructured.Unstructured{*shared})}}
+		Objects: ManifestivalObjects{Client: client, Versions: ManifestVersions([]unstructured.Unstructured{*shared, *hook})}}
 	typed := old.DeepCopy()
 	typed.SetAPIVersion("")
 	typed.SetKind("") // as a typed set converted to unstructured arrives
@@ -256,8 +260,17 @@ func TestExecutorFinalizeOverManifestival(t *testing.T) {
 	if d := cmp.Diff([]string{"ConfigMap ns/shared"}, refStrings(res.HandedOver)); d != "" {
 		t.Errorf("handed over (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff([]string{"ConfigMap ns/obsolete"}, refStrings(res.Deleted)); d != "" {
+	// The webhook configuration has no owner: Finalize deletes it. The
+	// obsolete ConfigMap is web-v1's alone: the garbage collector does.
+	if d := cmp.Diff([]string{"ValidatingWebhookConfiguration.admissionregistration.k8s.io obsolete.webhook"}, refStrings(res.Deleted)); d != "" {
 		t.Errorf("deleted (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"ConfigMap ns/obsolete"}, refStrings(res.Collected)); d != "" {
+		t.Errorf("left to the garbage collector (-want +got):\n%s", d)
+	}
+	// manifestival's client cannot list: every object was read with a Get.
+	if res.Reads.Lists != 0 || res.Reads.Gets < 3 || len(res.Reads.Fallback) != 2 {
+		t.Errorf("reads %+v: want Gets only, for the 2 scopes", res.Reads)
 	}
 	got, err := client.Get(shared)
 	if err != nil {
@@ -266,8 +279,8 @@ func TestExecutorFinalizeOverManifestival(t *testing.T) {
 	if d := cmp.Diff(types.UID("s2"), got.GetOwnerReferences()[0].UID); d != "" {
 		t.Errorf("owner of the shared ConfigMap (-want +got):\n%s", d)
 	}
-	if _, err := client.Get(obsolete); !apierrors.IsNotFound(err) {
-		t.Errorf("obsolete ConfigMap: got %v, want NotFound", err)
+	if _, err := client.Get(hook); !apierrors.IsNotFound(err) {
+		t.Errorf("obsolete webhook configuration: got %v, want NotFound", err)
 	}
 }
 

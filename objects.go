@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -82,12 +85,15 @@ var (
 // callScoped is an [Objects] whose state belongs to one executor call: the
 // executor asks it for the value to use during a Step or a Finalize.
 type callScoped interface {
-	forCall() Objects
+	forCall(disco discovery.DiscoveryInterface) Objects
 }
 
-// forCall gives the call a reset budget of its own.
-func (o *dynamicObjects) forCall() Objects {
-	return &dynamicObjects{client: o.client, mapper: o.mapper, res: newResolver(o.mapper)}
+// forCall gives the call a reset budget of its own, and the executor's
+// discovery client.
+func (o *dynamicObjects) forCall(disco discovery.DiscoveryInterface) Objects {
+	res := newResolver(o.mapper)
+	res.disco = disco
+	return &dynamicObjects{client: o.client, mapper: o.mapper, res: res}
 }
 
 func (o *dynamicObjects) resource(ref Ref) (dynamic.ResourceInterface, error) {
@@ -153,8 +159,10 @@ func (o *dynamicObjects) Delete(ctx context.Context, ref Ref, uid types.UID, pol
 
 // resolver maps kinds with a REST mapper, resetting a resettable mapper
 // once on the first kind it does not know: one resolver serves one call.
+// With a discovery client it proves a kind not served (see notServed).
 type resolver struct {
 	m     meta.RESTMapper
+	disco discovery.DiscoveryInterface
 	reset bool
 }
 
@@ -179,7 +187,49 @@ func (r *resolver) mapping(gk schema.GroupKind) (*meta.RESTMapping, error) {
 			return m, err
 		}
 	}
-	return nil, fmt.Errorf("%s: %w (after a fresh discovery): %w", gk, ErrNotServed, err)
+	return r.notServed(gk, err)
+}
+
+// notServed answers for a kind the mapper does not know after a reset.
+// Without a discovery client that is [ErrNotServed]. With one, it is so
+// only if discovery proves it: the group is not served, or every version
+// of it was discovered and none has the kind. A group whose discovery
+// fails (an aggregated API that is down: a DeferredDiscoveryRESTMapper
+// then drops the group's kinds without an error) makes the kind unknown,
+// a [*DiscoveryError]; a kind discovery finds is mapped from it.
+func (r *resolver) notServed(gk schema.GroupKind, noMatch error) (*meta.RESTMapping, error) {
+	if r.disco == nil {
+		return nil, fmt.Errorf("%s: %w (after a fresh discovery): %w", gk, ErrNotServed, noMatch)
+	}
+	groups, err := r.disco.ServerGroups()
+	if err != nil {
+		return nil, &DiscoveryError{Group: gk.Group, Err: err}
+	}
+	i := slices.IndexFunc(groups.Groups, func(g metav1.APIGroup) bool { return g.Name == gk.Group })
+	if i < 0 {
+		return nil, fmt.Errorf("%s: %w: discovery lists no group %q: %w", gk, ErrNotServed, gk.Group, noMatch)
+	}
+	for _, v := range groups.Groups[i].Versions {
+		list, err := r.disco.ServerResourcesForGroupVersion(v.GroupVersion)
+		if err != nil {
+			return nil, &DiscoveryError{Group: gk.Group, Err: err}
+		}
+		gv, err := schema.ParseGroupVersion(v.GroupVersion)
+		if err != nil {
+			return nil, &DiscoveryError{Group: gk.Group, Err: err}
+		}
+		for _, res := range list.APIResources {
+			if res.Kind != gk.Kind || strings.Contains(res.Name, "/") {
+				continue
+			}
+			scope := meta.RESTScopeRoot
+			if res.Namespaced {
+				scope = meta.RESTScopeNamespace
+			}
+			return &meta.RESTMapping{Resource: gv.WithResource(res.Name), GroupVersionKind: gv.WithKind(gk.Kind), Scope: scope}, nil
+		}
+	}
+	return nil, fmt.Errorf("%s: %w: no version of group %q has the kind: %w", gk, ErrNotServed, gk.Group, noMatch)
 }
 
 // ScopeFrom returns a [Family.ClusterScoped] function that asks mapper for

@@ -68,7 +68,10 @@ const (
 // OwnerOf classifies the ownerReferences of a live object relative to set
 // and the sets of its family.
 func OwnerOf(obj *unstructured.Unstructured, set Set, family []Set) Owner {
-	refs := obj.GetOwnerReferences()
+	return ownerOf(obj.GetOwnerReferences(), set, family)
+}
+
+func ownerOf(refs []metav1.OwnerReference, set Set, family []Set) Owner {
 	if len(refs) == 0 {
 		return Unowned
 	}
@@ -159,4 +162,17 @@ func (f Family) OwnerReference(s Set) metav1.OwnerReference {
 		Controller:         &t,
 		BlockOwnerDeletion: &t,
 	}
+}
+
+// owning returns the ownerReferences of live that say who owns it: all but
+// those to a kind in [PruneOptions.PlacementOwners].
+func (o PruneOptions) owning(live *unstructured.Unstructured) []metav1.OwnerReference {
+	refs := live.GetOwnerReferences()
+	if len(o.PlacementOwners) == 0 {
+		return refs
+	}
+	return slices.DeleteFunc(slices.Clone(refs), func(r metav1.OwnerReference) bool {
+		gv, err := schema.ParseGroupVersion(r.APIVersion)
+		return err == nil && slices.Contains(o.PlacementOwners, schema.GroupKind{Group: gv.Group, Kind: r.Kind})
+	})
 }

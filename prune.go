@@ -35,6 +35,16 @@ type PruneOptions struct {
 	// at all is deleted when no other set lists it; objects of other kinds
 	// are deleted only when the retiring set owns them.
 	Unowned []schema.GroupKind
+	// PlacementOwners are kinds whose ownerReferences a set controller
+	// writes to place an object, not to claim it: an ownerReference to an
+	// object of such a kind does not make a listed object someone else's.
+	// tektoncd/operator makes the target Namespace the owner of the
+	// operator's own webhook configurations (so they go with the
+	// Namespace); with {Kind: "Namespace"} here, the last set that lists
+	// one deletes it on removal instead of leaving an admission webhook
+	// that points at a Service that is gone. Empty: every ownerReference
+	// counts.
+	PlacementOwners []schema.GroupKind
 }
 
 // DefaultPruneOptions protects Namespaces, PersistentVolumeClaims and
@@ -336,7 +346,7 @@ func LiveVerdict(it Item, live *unstructured.Unstructured, retiring Set, family 
 	if opts.KeepAnnotation != "" && live.GetAnnotations()[opts.KeepAnnotation] == KeepValue {
 		return Skip, fmt.Sprintf("annotated %s=%s", opts.KeepAnnotation, KeepValue)
 	}
-	switch OwnerOf(live, retiring, family) {
+	switch ownerOf(opts.owning(live), retiring, family) {
 	case OwnedBySet:
 		return Delete, "owned by " + retiring.Name + " alone, listed by no other set"
 	case Unowned:

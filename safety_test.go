@@ -663,3 +663,87 @@ func TestRetireOfASetWithoutFinalizer(t *testing.T) {
 		t.Errorf("shared ConfigMap: owners %v, present %v; want static-v2", got, ok)
 	}
 }
+
+// The same retirement, when the delete of the webhook configuration fails:
+// the set stays, held by the executor's own finalizer and no longer live,
+// and the next Step finishes the job (ActionFinalize) before it goes. Were
+// the set deleted first and the delete to fail, nothing would remember the
+// webhook configuration.
+func TestRetireOfASetWithoutFinalizerResumes(t *testing.T) {
+	f := newFixture(t)
+	hook := mkObj("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "", "only-v1.webhook", "")
+	hookKey := handofftest.Key{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration", Name: "only-v1.webhook"}
+	v1Key := handofftest.Key{Group: handofftest.SetResource.Group, Kind: setKind, Name: "static-v1"}
+	f.seed(t, []setSpec{
+		{name: "static-v1", gen: "v1", role: "static", age: 20, ready: true, lists: []*unstructured.Unstructured{hook}},
+		{name: "static-v2", gen: "v2", role: "static", age: 10, ready: true},
+	}, []*unstructured.Unstructured{hook}, nil)
+	failed := 0
+	f.c.InjectFaults(func(c handofftest.Call) handofftest.Fault {
+		if c.Verb == "delete" && c.Name == "only-v1.webhook" && failed == 0 {
+			failed++
+			return handofftest.Fault{Err: fmt.Errorf("injected")}
+		}
+		return handofftest.Fault{}
+	}, "executor")
+	if _, err := f.exec.Step(context.Background(), desired("v2", "static")); err == nil {
+		t.Fatal("the Step whose delete failed returned no error")
+	}
+	set, ok := f.c.Get(v1Key)
+	if !ok || set.GetDeletionTimestamp() == nil {
+		t.Fatalf("static-v1 after the failed Step: present %v; want it deleting, held by the executor's finalizer", ok)
+	}
+	if d := cmp.Diff([]string{handoff.ExecutorFinalizer}, set.GetFinalizers()); d != "" {
+		t.Errorf("finalizers (-want +got):\n%s", d)
+	}
+	if !f.c.Exists(hookKey) {
+		t.Fatal("the injected failure did not keep the webhook configuration: the test shows nothing")
+	}
+	res, err := f.exec.Step(context.Background(), desired("v2", "static"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Plan.Of(handoff.ActionFinalize); len(got) != 1 || got[0].Set != "static-v1" {
+		t.Errorf("the next Step's plan:\n%s\nwant one Finalize of static-v1", res.Plan)
+	}
+	if f.c.Exists(hookKey) || f.c.Exists(v1Key) {
+		t.Errorf("after the next Step: webhook present %v, static-v1 present %v; want both gone", f.c.Exists(hookKey), f.c.Exists(v1Key))
+	}
+}
+
+// tektoncd/operator makes the target Namespace the owner of the operator's
+// own webhook configurations. That ownerReference places the object; it
+// does not make it someone else's: with PlacementOwners, removing the last
+// set that lists the webhook deletes it, where otherwise an admission
+// webhook with failurePolicy Fail would outlive the Service it calls.
+func TestPlacementOwnerDoesNotKeepAnObject(t *testing.T) {
+	hook := mkObj("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", "", "proxy.operator.tekton.dev", "")
+	hookKey := handofftest.Key{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration", Name: "proxy.operator.tekton.dev"}
+	for name, tc := range map[string]struct {
+		placement []schema.GroupKind
+		wantGone  bool
+	}{
+		"a Namespace owner counts as an owner":      {wantGone: false},
+		"a Namespace owner is a placement (tekton)": {placement: []schema.GroupKind{{Kind: "Namespace"}}, wantGone: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			ns := mkObj("v1", "Namespace", "", testNS, "")
+			f.seed(t, []setSpec{{name: "static-v1", gen: "v1", role: "static", age: 20, ready: true, lists: []*unstructured.Unstructured{hook}}}, []*unstructured.Unstructured{ns}, nil)
+			live, _ := f.c.Get(handofftest.Key{Kind: "Namespace", Name: testNS})
+			owned := hook.DeepCopy()
+			owned.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Namespace", Name: testNS, UID: live.GetUID()}})
+			if err := f.c.Add(owned); err != nil {
+				t.Fatal(err)
+			}
+			f.exec.Prune.PlacementOwners = tc.placement
+			res, err := f.finalizeAndDelete(t, "static-v1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gone := !f.c.Exists(hookKey); gone != tc.wantGone {
+				t.Errorf("webhook gone %v, want %v; skipped %v", gone, tc.wantGone, res.Skipped)
+			}
+		})
+	}
+}

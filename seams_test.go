@@ -21,7 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/dynamic"
+	clienttesting "k8s.io/client-go/testing"
 )
 
 // mfDynamic is an mf.Client over a dynamic client that maps each object's
@@ -353,5 +356,60 @@ func TestObjectAnotherFamilyServes(t *testing.T) {
 				t.Errorf("no item says why the webhook stays (%q); got %q", tc.wantReason, reasons)
 			}
 		})
+	}
+}
+
+// failingDiscovery serves discovery from a fake, except for the groups
+// whose discovery fails, as an aggregated API that is down.
+type failingDiscovery struct {
+	*fakediscovery.FakeDiscovery
+	down map[string]bool
+}
+
+func (d failingDiscovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceList, error) {
+	if g, _ := schema.ParseGroupVersion(gv); d.down[g.Group] {
+		return nil, fmt.Errorf("the server is currently unable to handle the request (%s)", gv)
+	}
+	return d.FakeDiscovery.ServerResourcesForGroupVersion(gv)
+}
+
+// A kind of a group whose discovery failed is unknown, never "not
+// served": a client-go DeferredDiscoveryRESTMapper drops such a group's
+// kinds without an error, so only discovery can tell. Nothing listed in it
+// is deleted or reported gone, the call fails naming the group, and a kind
+// of a group discovery does not list at all is not served.
+func TestPartialDiscoveryIsNotNotServed(t *testing.T) {
+	widget := mkObj("example.dev/v1", "Widget", testNS, "w", "")
+	gadget := mkObj("other.dev/v1", "Gadget", testNS, "g", "")
+	disco := failingDiscovery{FakeDiscovery: &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: []*metav1.APIResourceList{
+		{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "configmaps", Kind: "ConfigMap", Namespaced: true}}},
+		{GroupVersion: "example.dev/v1", APIResources: []metav1.APIResource{{Name: "widgets", Kind: "Widget", Namespaced: true}}},
+	}}}, down: map[string]bool{"example.dev": true}}
+
+	f := newFixture(t)
+	f.seed(t, []setSpec{{name: "static-v1", gen: "v1", role: "static", age: 20, ready: true, lists: []*unstructured.Unstructured{widget, gadget}}}, nil, nil)
+	f.exec.Discovery = disco
+	set, _ := f.c.Get(handofftest.Key{Group: handofftest.SetResource.Group, Kind: setKind, Name: "static-v1"})
+	res, err := f.exec.Finalize(context.Background(), set)
+	var de *handoff.DiscoveryError
+	if !errors.Is(err, handoff.ErrDiscoveryFailed) || !errors.As(err, &de) || de.Group != "example.dev" {
+		t.Fatalf("Finalize error %v, want a *DiscoveryError for example.dev", err)
+	}
+	if d := cmp.Diff([]string{"example.dev"}, res.Reads.Undiscovered); d != "" {
+		t.Errorf("undiscovered groups (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"Gadget.other.dev comp-ns/g"}, itemRefs(res.Unserved)); d != "" {
+		t.Errorf("unserved (-want +got):\n%s", d)
+	}
+	for _, it := range append(append(res.Deleted, res.Collected...), res.Skipped...) {
+		if it.Ref.Kind == "Widget" {
+			t.Errorf("the Widget was reported %s", it)
+		}
+	}
+
+	// Without a discovery client, the mapper's word is all there is.
+	f.exec.Discovery = nil
+	if res, err := f.exec.Finalize(context.Background(), set); err != nil || len(res.Unserved) != 2 {
+		t.Errorf("without discovery: error %v, unserved %v; want both kinds taken for not served", err, res.Unserved)
 	}
 }

@@ -1,0 +1,253 @@
+package handoff
+
+import (
+	"context"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// ObjectLister is implemented by an [Objects] that can list a kind: the
+// executor then learns the live state of what a retiring set lists with one
+// List per (group-kind, namespace) instead of one Get per object, which
+// under client-go's default rate limit (5 requests a second) is the
+// difference between seconds and tens of minutes for a large generation.
+// [NewDynamicObjects] implements it; manifestival's mf.Client cannot list,
+// so [ManifestivalObjects] does not, and the executor reads its objects
+// with Gets, [ReadParallelism] at a time.
+type ObjectLister interface {
+	// List reads one page of the objects of a kind in a namespace (empty
+	// for a cluster-scoped kind); opts carries Limit and Continue. An
+	// error wraps [ErrNotServed] only when the kind is known not to be
+	// served.
+	List(ctx context.Context, gk schema.GroupKind, namespace string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error)
+}
+
+var _ ObjectLister = (*dynamicObjects)(nil)
+
+// List implements [ObjectLister].
+func (o *dynamicObjects) List(ctx context.Context, gk schema.GroupKind, namespace string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	c, err := o.resource(Ref{Group: gk.Group, Kind: gk.Kind, Namespace: namespace})
+	if err != nil {
+		return nil, err
+	}
+	return c.List(ctx, opts)
+}
+
+// ReadParallelism is how many Gets the executor has in flight at once when
+// it cannot list a kind (the Objects cannot, or RBAC grants get but not
+// list). The client's rate limiter still paces them.
+const ReadParallelism = 8
+
+// listPageSize is the Limit of each List page.
+const listPageSize = 500
+
+// Scope is a group-kind in a namespace: what one List reads.
+type Scope struct {
+	Group, Kind, Namespace string
+}
+
+// String renders the scope as Kind.group in namespace.
+func (s Scope) String() string {
+	k := s.Kind
+	if s.Group != "" {
+		k += "." + s.Group
+	}
+	if s.Namespace != "" {
+		return k + " in " + s.Namespace
+	}
+	return k
+}
+
+func scopeOf(r Ref) Scope { return Scope{Group: r.Group, Kind: r.Kind, Namespace: r.Namespace} }
+
+// Reads says how a call learned the live state of the resources it
+// settled.
+type Reads struct {
+	// Lists and Gets count the API reads of listed resources, List pages
+	// and Gets (the confirmations before a delete included).
+	Lists, Gets int
+	// Fallback names the scopes read with Gets because they could not be
+	// listed: the Objects cannot list, or the List was forbidden.
+	Fallback []Scope
+	// Undiscovered names the API groups whose discovery failed (see
+	// [Executor.Discovery]): what is listed in their kinds was left alone.
+	Undiscovered []string
+}
+
+// liveState is what one call read of the resources sets list: the objects
+// by identity, and per scope whether it was read whole (then a resource
+// missing from it is gone) and any error reading it.
+type liveState struct {
+	objs   map[Ref]*unstructured.Unstructured
+	gone   map[Ref]bool
+	failed map[Ref]error
+	read   map[Scope]bool
+	stale  map[Ref]bool // written by the call since it was read
+	reads  Reads
+}
+
+// prefetch reads the live state of refs with one List per scope not yet
+// read, paged, or, where that cannot be done, with Gets in parallel. Errors
+// are kept per resource and returned by get, so one scope that cannot be
+// read does not stop the others.
+func (r *run) prefetch(ctx context.Context, refs []Ref) error {
+	if r.objects == nil {
+		return nil
+	}
+	if r.live.objs == nil {
+		r.live = liveState{objs: map[Ref]*unstructured.Unstructured{}, gone: map[Ref]bool{}, failed: map[Ref]error{}, read: map[Scope]bool{}}
+	}
+	byScope := map[Scope][]Ref{}
+	var order []Scope
+	for _, ref := range refs {
+		sc := scopeOf(ref)
+		if r.live.read[sc] {
+			continue
+		}
+		if _, ok := byScope[sc]; !ok {
+			order = append(order, sc)
+		}
+		byScope[sc] = append(byScope[sc], ref)
+	}
+	lister, canList := r.objects.(ObjectLister)
+	for _, sc := range order {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if r.outOfTime() {
+			return errOutOfTime
+		}
+		want := byScope[sc]
+		if canList {
+			err := r.listScope(ctx, lister, sc, want)
+			switch {
+			case err == nil:
+				r.live.read[sc] = true
+				continue
+			case apierrors.IsForbidden(err), apierrors.IsMethodNotSupported(err):
+				// RBAC grants get but not list: read each object.
+			default:
+				for _, ref := range want {
+					r.live.failed[ref] = err
+				}
+				r.live.read[sc] = true
+				continue
+			}
+		}
+		r.live.reads.Fallback = append(r.live.reads.Fallback, sc)
+		r.getEach(ctx, want)
+		r.live.read[sc] = true
+	}
+	return nil
+}
+
+// listScope lists a scope page by page and records every object of it,
+// and each of want that is not there as gone.
+func (r *run) listScope(ctx context.Context, lister ObjectLister, sc Scope, want []Ref) error {
+	gk := schema.GroupKind{Group: sc.Group, Kind: sc.Kind}
+	found := map[Ref]*unstructured.Unstructured{}
+	opts := metav1.ListOptions{Limit: listPageSize}
+	for {
+		r.live.reads.Lists++
+		page, err := lister.List(ctx, gk, sc.Namespace, opts)
+		if err != nil {
+			return err
+		}
+		for i := range page.Items {
+			u := &page.Items[i]
+			// The identity of what a set lists: the kind as listed (an
+			// item may carry no apiVersion and kind of its own).
+			found[Ref{Group: sc.Group, Kind: sc.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}] = u
+		}
+		if opts.Continue = page.GetContinue(); opts.Continue == "" {
+			break
+		}
+	}
+	for _, ref := range want {
+		u, ok := found[ref]
+		if !ok {
+			r.live.gone[ref] = true
+			continue
+		}
+		if u.GetKind() == "" {
+			u.SetGroupVersionKind(gk.WithVersion(""))
+		}
+		r.live.objs[ref] = u
+	}
+	return nil
+}
+
+// getEach reads refs with Gets, ReadParallelism at a time.
+func (r *run) getEach(ctx context.Context, refs []Ref) {
+	type answer struct {
+		ref Ref
+		obj *unstructured.Unstructured
+		err error
+	}
+	answers := make([]answer, len(refs))
+	sem := make(chan struct{}, ReadParallelism)
+	var wg sync.WaitGroup
+	for i, ref := range refs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			obj, err := r.objects.Get(ctx, ref)
+			answers[i] = answer{ref: ref, obj: obj, err: err}
+		}()
+	}
+	wg.Wait()
+	r.live.reads.Gets += len(refs)
+	for _, a := range answers {
+		switch {
+		case a.err == nil:
+			r.live.objs[a.ref] = a.obj
+		case apierrors.IsNotFound(a.err):
+			r.live.gone[a.ref] = true
+		default:
+			r.live.failed[a.ref] = a.err
+		}
+	}
+}
+
+// get returns the live object of ref: from what prefetch read, unless
+// fresh is true, the call wrote ref since, or prefetch did not read ref's
+// scope; else with a Get. A resource missing from a scope read whole is a
+// NotFound error. The object returned may be shared with the call's
+// state: copy it before changing it.
+func (r *run) get(ctx context.Context, ref Ref, fresh bool) (*unstructured.Unstructured, error) {
+	if !fresh && r.live.read[scopeOf(ref)] && !r.live.stale[ref] {
+		switch {
+		case r.live.failed[ref] != nil:
+			return nil, r.live.failed[ref]
+		case r.live.gone[ref]:
+			return nil, apierrors.NewNotFound(schema.GroupResource{Group: ref.Group, Resource: ref.Kind}, ref.Name)
+		case r.live.objs[ref] != nil:
+			return r.live.objs[ref], nil
+		}
+	}
+	r.live.reads.Gets++
+	return r.objects.Get(ctx, ref)
+}
+
+// wrote marks what the call read of ref as older than the cluster.
+func (r *run) wrote(ref Ref) {
+	if r.live.stale == nil {
+		r.live.stale = map[Ref]bool{}
+	}
+	r.live.stale[ref] = true
+}
+
+// refsOf returns the resources of items, in their order.
+func refsOf(items []Item) []Ref {
+	out := make([]Ref, 0, len(items))
+	for _, it := range items {
+		out = append(out, it.Ref)
+	}
+	return out
+}
