@@ -26,6 +26,7 @@ import (
 type apiCounter struct {
 	mu    sync.Mutex
 	calls map[string]int
+	lists map[listScope]int
 	bytes atomic.Int64
 	// limiter, if set (see throttle), is the client-side rate limiter of
 	// c's clients, made from qps and burst.
@@ -44,6 +45,9 @@ type apiCounter struct {
 // apiCount is what an apiCounter saw up to some moment.
 type apiCount struct {
 	calls map[string]int
+	// lists counts the list requests by what they listed: first pages,
+	// and further pages apart.
+	lists map[listScope]int
 	bytes int64 // response bodies as the client read them (after gzip)
 	// busy is the wall time during which at least one call was under way,
 	// waits for the client-side rate limiter included (watches excluded);
@@ -147,6 +151,12 @@ func (c *apiCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 			c.calls = map[string]int{}
 		}
 		c.calls[verb]++
+		if verb == "list" {
+			if c.lists == nil {
+				c.lists = map[listScope]int{}
+			}
+			c.lists[listScopeOf(req)]++
+		}
 		c.mu.Unlock()
 		if verb == "watch" {
 			// Open as long as it watches: not a call's wall time.
@@ -175,28 +185,39 @@ func (c *apiCounter) now() apiCount {
 	if c.open > 0 {
 		busy += time.Since(c.opened)
 	}
-	return apiCount{calls: maps.Clone(c.calls), bytes: c.bytes.Load(), busy: busy, waited: c.waited}
+	return apiCount{calls: maps.Clone(c.calls), lists: maps.Clone(c.lists), bytes: c.bytes.Load(), busy: busy, waited: c.waited}
 }
 
 // since returns what c counted after at.
 func (c *apiCounter) since(at apiCount) apiCount {
 	cur := c.now()
-	out := apiCount{calls: map[string]int{}, bytes: cur.bytes - at.bytes, busy: cur.busy - at.busy, waited: cur.waited - at.waited}
+	out := apiCount{calls: map[string]int{}, lists: map[listScope]int{}, bytes: cur.bytes - at.bytes, busy: cur.busy - at.busy, waited: cur.waited - at.waited}
 	for v, n := range cur.calls {
 		if d := n - at.calls[v]; d != 0 {
 			out.calls[v] = d
+		}
+	}
+	for l, n := range cur.lists {
+		if d := n - at.lists[l]; d != 0 {
+			out.lists[l] = d
 		}
 	}
 	return out
 }
 
 func (a apiCount) add(b apiCount) apiCount {
-	out := apiCount{calls: maps.Clone(a.calls), bytes: a.bytes + b.bytes, busy: a.busy + b.busy, waited: a.waited + b.waited}
+	out := apiCount{calls: maps.Clone(a.calls), lists: maps.Clone(a.lists), bytes: a.bytes + b.bytes, busy: a.busy + b.busy, waited: a.waited + b.waited}
 	if out.calls == nil {
 		out.calls = map[string]int{}
 	}
+	if out.lists == nil {
+		out.lists = map[listScope]int{}
+	}
 	for v, n := range b.calls {
 		out.calls[v] += n
+	}
+	for l, n := range b.lists {
+		out.lists[l] += n
 	}
 	return out
 }
@@ -289,6 +310,33 @@ func verbOf(r *http.Request) string {
 		return "delete"
 	}
 	return strings.ToLower(r.Method)
+}
+
+// listScope is what a list request reads: a resource in a namespace
+// (empty: cluster-wide), and whether it asks for a further page.
+type listScope struct {
+	resource, namespace string
+	page                bool
+}
+
+// listScopeOf returns the scope of a list request (see verbOf).
+func listScopeOf(r *http.Request) listScope {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	switch {
+	case len(parts) >= 3 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 4 && parts[0] == "apis":
+		parts = parts[3:]
+	}
+	var l listScope
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		l.namespace, parts = parts[1], parts[2:]
+	}
+	if len(parts) > 0 {
+		l.resource = parts[0]
+	}
+	l.page = r.URL.Query().Get("continue") != ""
+	return l
 }
 
 // heapObjects is the runtime/metrics name of the bytes of heap objects:
