@@ -314,7 +314,8 @@ func BenchmarkFinalizationsVsFloor(b *testing.B) {
 			return float64(time.Since(start).Nanoseconds())
 		}
 		var o, f, ratios []float64
-		for b.Loop() {
+		b.ResetTimer()
+		for range b.N {
 			if len(ratios)%2 == 0 {
 				o, f = append(o, timed(ours)), append(f, timed(floor))
 			} else {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -379,7 +378,7 @@ func TestRefIndexHashBitsAgree(t *testing.T) {
 	x.addAll(a, make([]int32, 1))
 	// Put a in the home cell of b with b's hash bits, as if their hashes
 	// agreed there.
-	home, tag := x.cell(maphash.Comparable(refSeed, b))
+	home, tag := x.cell(refHash(&b))
 	clear(x.cells)
 	x.cells[home] = tag | 1
 	if k := x.find(&b); k != -1 {

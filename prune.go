@@ -415,8 +415,21 @@ func (x *refIndex) ref(k int32) *Ref {
 // hashRefs sets hs[n] to the hash of rs[n].
 func hashRefs(rs []Ref, hs []uint64) {
 	for n := range rs {
-		hs[n] = maphash.Comparable(refSeed, rs[n])
+		hs[n] = refHash(&rs[n])
 	}
+}
+
+// refHash hashes a Ref field by field (maphash.Comparable would do it in
+// one call, but needs Go 1.24; the module builds with Go 1.22). The fields
+// are mixed in order, so the same strings in other fields hash apart; a
+// collision costs a comparison, never a wrong answer.
+func refHash(r *Ref) uint64 {
+	const mix = 0x9e3779b97f4a7c15
+	h := maphash.String(refSeed, r.Name)
+	h = (h ^ maphash.String(refSeed, r.Namespace)) * mix
+	h = (h ^ maphash.String(refSeed, r.Kind)) * mix
+	h = (h ^ maphash.String(refSeed, r.Group)) * mix
+	return h ^ h>>29
 }
 
 // probe returns the cell of r, whose hash is h: the one that holds it, or
@@ -441,7 +454,7 @@ func (x *refIndex) slot(c uint32) int32 {
 
 // find returns the slot of r, or -1.
 func (x *refIndex) find(r *Ref) int32 {
-	return x.slot(x.probe(r, maphash.Comparable(refSeed, *r)))
+	return x.slot(x.probe(r, refHash(r)))
 }
 
 // findAll sets ks[n] to the slot of rs[n], or -1.

@@ -344,11 +344,14 @@ func (a apiCount) only(verbs ...string) apiCount {
 // 3, …", reads first.
 func callCell(a apiCount, n int) string {
 	order := []string{"get", "list", "create", "update", "patch", "delete"}
-	for _, v := range slices.Sorted(maps.Keys(a.calls)) {
+	var extra []string
+	for v := range a.calls {
 		if !slices.Contains(order, v) {
-			order = append(order, v)
+			extra = append(extra, v)
 		}
 	}
+	slices.Sort(extra)
+	order = append(order, extra...)
 	var parts []string
 	for _, v := range order {
 		if c := a.calls[v] / n; c != 0 {
