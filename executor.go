@@ -889,10 +889,11 @@ func (r *run) addFinalizer(ctx context.Context, s Set) error {
 	return nil
 }
 
-// finish finalizes a set the executor retired with its own finalizer:
-// it deletes the obsolete resources the set installed without an owner
-// (what the set owns, the garbage collector takes), then removes the
-// finalizer.
+// finish finalizes a set the executor retired with its own finalizer, as
+// [Executor.Finalize] does: it deletes the obsolete resources the set
+// installed without an owner, hands what it owns alone to a live set of
+// another family that lists it (the rest the garbage collector takes),
+// then removes the finalizer.
 func (r *run) finish(ctx context.Context, uid types.UID) error {
 	sp, ok := r.set(uid)
 	if !ok {
@@ -902,12 +903,10 @@ func (r *run) finish(ctx context.Context, uid types.UID) error {
 	s := *sp
 	d := r.decide(uid)
 	others := r.others(uid)
-	var unowned []Item
-	for _, it := range d.Of(Delete) {
-		if slices.Contains(r.e.Prune.Unowned, it.Ref.GroupKind()) {
-			unowned = append(unowned, it)
-		}
-	}
+	// Every obsolete resource, not only those installed without an owner:
+	// one the set owns alone that a live set of another family lists goes
+	// to that set (see foreign), not to the garbage collector.
+	unowned := d.Of(Delete)
 	if err := r.prefetch(ctx, refsOf(unowned)); err != nil {
 		return &SetError{Name: s.Name, Err: fmt.Errorf("finalize: read what it lists: %w", err)}
 	}

@@ -408,6 +408,17 @@ func (p Planner) missing(r Role, d *Desired, kept map[string]Set, ready []bool, 
 			return wait
 		}
 	}
+	// Nor while any set of the family is being finalized (a removal, then
+	// an install): its finalizer decides from a List what no live set
+	// lists and deletes it, so a set created between that List and the
+	// deletes would lose what it lists and its controller re-create it
+	// later — a gap for what both list.
+	if len(terminating) > 0 {
+		t := terminating[0]
+		wait.Set, wait.UID = t.Name, t.UID
+		wait.Reason = "set " + t.Name + " of generation " + t.Generation + " is still being finalized"
+		return wait
+	}
 	for _, dep := range r.After {
 		if !ready[roleIdx[dep]] {
 			wait.Reason = "waits for role " + dep + " to be Ready"
