@@ -28,10 +28,12 @@ import (
 // ManifestivalObjects wired as tektoncd/operator does; kinds served at
 // some API versions and not others, and generations listing one object at
 // different versions; kinds that become served and unserved (cert-manager
-// installed and uninstalled, Triggers' CRDs deleted, a kind never served);
-// a second family of sets sharing objects with the first (I4 across
-// families); and an operator that stops reconciling a component once a
-// removal Step reports it settled (I3-removal).
+// installed and uninstalled, Triggers' CRDs deleted, the Prometheus
+// operator's ServiceMonitor served only in the final convergence); a second
+// family of sets sharing objects with the first (I4 across families); an
+// operator that stops reconciling a component once a removal Step reports
+// it settled (I3-removal); and Finalize's report checked against the
+// cluster (no object reported handed over still names the set).
 //
 // CI runs thousands of walks without -race:
 //

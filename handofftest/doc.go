@@ -24,7 +24,11 @@
 // [Cluster.Mapper] is a REST mapper that stays current as kinds are
 // registered; [Cluster.CachedMapper] keeps the kinds of its first use until
 // reset, as client-go's DeferredDiscoveryRESTMapper over a memory cache
-// does, for stale-mapper tests.
+// does, for stale-mapper tests. A kind can be served at several API
+// versions ([Cluster.AddVersion]) and stop being served at one or all
+// ([Cluster.Unregister]: an API version removed by an upgrade, a CRD
+// deleted). [ManifestivalClient] is a manifestival client over the
+// cluster that maps kinds as manifestival/client-go-client does.
 //
 // A Cluster is safe for concurrent use. Watches, server-side apply,
 // strategic merge patch and dry runs are not supported.
