@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -99,15 +100,51 @@ func runCluster(ctx context.Context, out io.Writer, t target) (summary, error) {
 		s.longest = max(s.longest, g.To.Sub(g.From).Round(time.Millisecond))
 	}
 	s.keptShared = len(shared) - len(absent)
+	// What only the retired sets owned is the garbage collector's to
+	// delete once they are gone (Finalize writes nothing for it). Its REST
+	// mapper learns a set kind whose CRD was installed a moment ago only at
+	// a later discovery resync, and backs off meanwhile, so on a fresh
+	// cluster that can take minutes: an obsolete object counts as pruned
+	// when it is gone, or when every owner it names is gone and nothing
+	// else keeps it, waiting a little for the collector first.
+	live, err := run.sets(ctx)
+	if err != nil {
+		return s, err
+	}
+	setUIDs := map[string]bool{}
+	for _, set := range live {
+		setUIDs[string(set.UID)] = true
+	}
+	var obsolete []handofftest.Key
 	for k := range oldKeys {
-		if newKeys[k] {
-			continue
+		if !newKeys[k] {
+			obsolete = append(obsolete, k)
 		}
-		if ok, err := run.exists(ctx, k); err != nil {
-			return s, err
-		} else if !ok {
-			s.pruned++
+	}
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		s.pruned = 0
+		for _, k := range obsolete {
+			obj, err := run.get(ctx, k)
+			switch {
+			case apierrors.IsNotFound(err):
+				s.pruned++
+				continue
+			case err != nil:
+				return false, err
+			}
+			owners := obj.GetOwnerReferences()
+			orphaned := len(owners) > 0
+			for _, o := range owners {
+				orphaned = orphaned && o.Kind == run.w.Family.Kind && !setUIDs[string(o.UID)]
+			}
+			if orphaned {
+				s.pruned++
+			}
 		}
+		return s.pruned == len(obsolete), nil
+	})
+	if err != nil && !wait.Interrupted(err) {
+		return s, err
 	}
 	for k := range newKeys {
 		if oldKeys[k] {
