@@ -906,12 +906,12 @@ func (r *run) finish(ctx context.Context, uid types.UID) error {
 	// Every obsolete resource, not only those installed without an owner:
 	// one the set owns alone that a live set of another family lists goes
 	// to that set (see foreign), not to the garbage collector.
-	unowned := d.Of(Delete)
-	if err := r.prefetch(ctx, refsOf(unowned)); err != nil {
+	obsolete := d.Of(Delete)
+	if err := r.prefetch(ctx, refsOf(obsolete)); err != nil {
 		return &SetError{Name: s.Name, Err: fmt.Errorf("finalize: read what it lists: %w", err)}
 	}
 	var errs []error
-	for _, it := range unowned {
+	for _, it := range obsolete {
 		if r.outOfTime() {
 			return errOutOfTime
 		}
@@ -1026,7 +1026,9 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 			switch {
 			case err != nil:
 				return it, skipped, err
-			case other == nil && retiring.UID != r.staying && ownerOf(r.e.Prune.owning(live), retiring, others) == OwnedBySet && len(refs) == len(r.e.Prune.owning(live)):
+			case other == nil && retiring.UID != r.staying && ownerOf(refs, retiring, others) == OwnedBySet:
+				// (refs, not just the owning ones: a placement owner such
+				// as a Namespace would keep it from the collector.)
 				// The garbage collector deletes it once the set is gone:
 				// a delete here would be a write it does not need.
 				it.Verdict, it.Reason = Delete, "owned by "+retiring.Name+" alone, listed by no other set: left to the garbage collector"
@@ -1101,10 +1103,9 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 // family pays nothing until something is about to be deleted.
 func (r *run) foreign(ctx context.Context, ref Ref, live *unstructured.Unstructured) (*Set, string, error) {
 	if !r.strangersRead {
-		r.setReads.lists++
-		list, err := r.e.sets().List(ctx, metav1.ListOptions{})
+		list, err := r.listAll(ctx)
 		if err != nil {
-			return nil, "", fmt.Errorf("list every %s, for the sets of other families: %w", r.family.Resource.Resource, err)
+			return nil, "", err
 		}
 		r.readStrangers(list.Items)
 	}
@@ -1144,14 +1145,23 @@ func (r *run) readStrangers(items []unstructured.Unstructured) {
 	r.strangersRead = true
 }
 
+// listAll lists every set of the kind, whatever its family.
+func (r *run) listAll(ctx context.Context) (*unstructured.UnstructuredList, error) {
+	r.setReads.lists++
+	list, err := r.e.sets().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list every %s: %w", r.family.Resource.Resource, err)
+	}
+	return list, nil
+}
+
 // observeWide lists every set of the kind with one List call: the family
 // becomes the view, as observe makes it, and the rest the strangers.
 func (r *run) observeWide(ctx context.Context) error {
 	fam := r.family
-	r.setReads.lists++
-	list, err := r.e.sets().List(ctx, metav1.ListOptions{})
+	list, err := r.listAll(ctx)
 	if err != nil {
-		return fmt.Errorf("list every %s: %w", fam.Resource.Resource, err)
+		return err
 	}
 	mine := make([]unstructured.Unstructured, 0, len(list.Items))
 	for i := range list.Items {

@@ -17,74 +17,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/kube-handoff/handoff"
 	"github.com/kube-handoff/handoff/handofftest"
-	mf "github.com/manifestival/manifestival"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	fakediscovery "k8s.io/client-go/discovery/fake"
-	"k8s.io/client-go/dynamic"
 	clienttesting "k8s.io/client-go/testing"
 )
-
-// mfDynamic is an mf.Client over a dynamic client that maps each object's
-// kind at the version it names, as manifestival/client-go-client does: a
-// version the server does not serve is a NoMatch error, and no version
-// means the preferred one.
-type mfDynamic struct {
-	dyn    dynamic.Interface
-	mapper meta.RESTMapper
-}
-
-var _ mf.Client = mfDynamic{}
-
-func (c mfDynamic) resource(u *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
-	gvk := u.GroupVersionKind()
-	var versions []string
-	if gvk.Version != "" {
-		versions = []string{gvk.Version}
-	}
-	m, err := c.mapper.RESTMapping(gvk.GroupKind(), versions...)
-	if err != nil {
-		return nil, err
-	}
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		return c.dyn.Resource(m.Resource).Namespace(u.GetNamespace()), nil
-	}
-	return c.dyn.Resource(m.Resource), nil
-}
-
-func (c mfDynamic) Create(u *unstructured.Unstructured, _ ...mf.ApplyOption) error {
-	r, err := c.resource(u)
-	if err == nil {
-		_, err = r.Create(context.Background(), u, metav1.CreateOptions{})
-	}
-	return err
-}
-
-func (c mfDynamic) Update(u *unstructured.Unstructured, _ ...mf.ApplyOption) error {
-	r, err := c.resource(u)
-	if err == nil {
-		_, err = r.Update(context.Background(), u, metav1.UpdateOptions{})
-	}
-	return err
-}
-
-func (c mfDynamic) Delete(u *unstructured.Unstructured, opts ...mf.DeleteOption) error {
-	r, err := c.resource(u)
-	if err != nil {
-		return err
-	}
-	return r.Delete(context.Background(), u.GetName(), *mf.DeleteWith(opts).ForDelete)
-}
-
-func (c mfDynamic) Get(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	r, err := c.resource(u)
-	if err != nil {
-		return nil, err
-	}
-	return r.Get(context.Background(), u.GetName(), metav1.GetOptions{})
-}
 
 // manifestsOf returns the manifests of seeded objects, as
 // handoff.ManifestVersions takes them.
@@ -140,7 +79,7 @@ func TestVersionNoLongerServedIsNotAKindNotServed(t *testing.T) {
 				manifests[0], manifests[1] = manifests[1], manifests[0]
 			}
 			// As the tektoncd/operator patch configures it.
-			f.exec.Objects = handoff.ManifestivalObjects{Client: mfDynamic{f.c.ClientFor("executor"), f.c.Mapper()},
+			f.exec.Objects = handoff.ManifestivalObjects{Client: handofftest.ManifestivalClient(f.c.ClientFor("executor"), f.c.Mapper()),
 				Versions: handoff.ManifestVersions(manifests...), NotServed: meta.IsNoMatchError}
 			res, err := f.finalizeAndDelete(t, "static-v1")
 			if err != nil {
@@ -164,7 +103,7 @@ func TestVersionNoLongerServedIsNotAKindNotServed(t *testing.T) {
 		f.seed(t, []setSpec{
 			{name: "static-v1", gen: "v1", role: "static", age: 20, ready: true, lists: []*unstructured.Unstructured{hookOld}},
 		}, []*unstructured.Unstructured{hook}, nil)
-		f.exec.Objects = handoff.ManifestivalObjects{Client: mfDynamic{f.c.ClientFor("executor"), f.c.Mapper()},
+		f.exec.Objects = handoff.ManifestivalObjects{Client: handofftest.ManifestivalClient(f.c.ClientFor("executor"), f.c.Mapper()),
 			Versions: handoff.ManifestVersions(manifestsOf(hookOld)), NotServed: meta.IsNoMatchError}
 		res, err := f.finalizeAndDelete(t, "static-v1")
 		if err != nil {
@@ -181,7 +120,7 @@ func TestVersionNoLongerServedIsNotAKindNotServed(t *testing.T) {
 		f.seed(t, []setSpec{
 			{name: "static-v1", gen: "v1", role: "static", age: 20, ready: true, lists: []*unstructured.Unstructured{gadget}},
 		}, nil, nil)
-		f.exec.Objects = handoff.ManifestivalObjects{Client: mfDynamic{f.c.ClientFor("executor"), f.c.Mapper()},
+		f.exec.Objects = handoff.ManifestivalObjects{Client: handofftest.ManifestivalClient(f.c.ClientFor("executor"), f.c.Mapper()),
 			Versions: handoff.ManifestVersions(manifestsOf(gadget)), NotServed: meta.IsNoMatchError}
 		set, _ := f.c.Get(handofftest.Key{Group: handofftest.SetResource.Group, Kind: setKind, Name: "static-v1"})
 		res, err := f.exec.Finalize(context.Background(), set)
