@@ -74,7 +74,9 @@ log "building ${binaries[*]} ($version) into $bindir; a cold build takes ~12 min
 start=$(date +%s)
 (
 	cd "$here"
-	export GOFLAGS="-mod=readonly -buildvcs=false"
+	# hack/controlplane is a module of its own, outside the go.work of the
+	# repository root: build it by its own go.mod.
+	export GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false"
 	pkgs=()
 	for b in "${binaries[@]}"; do pkgs+=("./cmd/$b"); done
 	nice -n 10 go build -trimpath -ldflags "$ldflags" -o "$tmp/bin/" "${pkgs[@]}"
