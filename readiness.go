@@ -121,3 +121,25 @@ func (p ConditionProbe) Ready(set *unstructured.Unstructured) Readiness {
 	}
 	return Readiness{State: Unknown, Reason: ReasonNoStatus, Message: fmt.Sprintf("no %s condition yet", typ)}
 }
+
+// ObjectProbe is a [Probe] that decides from the live objects a set lists
+// rather than from the set object: a set kind with no controller to report
+// Ready (an inventory that records what the operator applies itself) is
+// Ready when what it lists is rolled out.
+//
+// [Family.Observe] reads such a set with Ready, which cannot see the
+// objects and so never says Ready; the [Executor] then reads, for each
+// live set of the family, the listed resources Reads selects, with one
+// List per (group-kind, namespace) like its other reads, and takes
+// ReadyFrom's answer instead. A Planner fed by Observe alone therefore
+// waits, which is the safe side.
+type ObjectProbe interface {
+	Probe
+	// Reads reports whether the probe needs the live object of a listed
+	// resource (a Deployment, say, and not a ConfigMap).
+	Reads(ref Ref) bool
+	// ReadyFrom decides from the live objects of the set's resources that
+	// Reads selected; live returns one of them, or an error (NotFound when
+	// it does not exist).
+	ReadyFrom(set Set, live func(Ref) (*unstructured.Unstructured, error)) Readiness
+}
