@@ -412,6 +412,9 @@ func (r *run) step(ctx context.Context, desired *Desired) (Result, Plan, error) 
 	} else {
 		err = r.observe(ctx)
 	}
+	if err == nil {
+		err = r.probeObjects(ctx)
+	}
 	if err != nil {
 		return Result{}, Plan{}, err
 	}
@@ -424,6 +427,9 @@ func (r *run) step(ctx context.Context, desired *Desired) (Result, Plan, error) 
 		// the caller then drops its own finalizer, and a set the cache
 		// does not show yet would stay behind with all it lists.
 		if err := r.observe(ctx); err != nil {
+			return Result{}, Plan{}, err
+		}
+		if err := r.probeObjects(ctx); err != nil {
 			return Result{}, Plan{}, err
 		}
 		res, plan, err = r.plan(desired)
@@ -441,6 +447,43 @@ func (r *run) step(ctx context.Context, desired *Desired) (Result, Plan, error) 
 		res.Requeue, res.Interrupted, err = true, true, nil
 	}
 	return res, plan, errors.Join(err, invalid)
+}
+
+// probeObjects gives each live set of the view whose family's probe is an
+// [ObjectProbe] the readiness of the objects it lists: it reads those the
+// probe selects (one List per kind and namespace, through prefetch, so the
+// retirement that may follow reuses what it read) and asks the probe. A
+// set being deleted or superseded keeps what Observe said of it.
+func (r *run) probeObjects(ctx context.Context) error {
+	probe, ok := r.family.Probe.(ObjectProbe)
+	if !ok {
+		return nil
+	}
+	var refs []Ref
+	for _, s := range r.view {
+		if s.Invalid == nil && !s.Deleting && s.SupersededBy == "" {
+			for _, ref := range s.Resources {
+				if probe.Reads(ref) {
+					refs = append(refs, ref)
+				}
+			}
+		}
+	}
+	if len(refs) > 0 && r.objects == nil {
+		return fmt.Errorf("%w: executor needs Objects, or Dynamic and Mapper, to read what an ObjectProbe decides from", ErrInvalidFamily)
+	}
+	if err := r.prefetch(ctx, refs); err != nil {
+		return fmt.Errorf("read the objects the sets' readiness depends on: %w", err)
+	}
+	for i := range r.view {
+		s := &r.view[i]
+		if s.Invalid == nil && !s.Deleting && s.SupersededBy == "" {
+			s.Readiness = probe.ReadyFrom(*s, func(ref Ref) (*unstructured.Unstructured, error) {
+				return r.get(ctx, ref, false)
+			})
+		}
+	}
+	return nil
 }
 
 // plan plans from the view, leaving out (and reporting) invalid sets.
@@ -1145,12 +1188,17 @@ func (r *run) readStrangers(items []unstructured.Unstructured) {
 	r.strangersRead = true
 }
 
-// listAll lists every set of the kind, whatever its family.
+// listAll lists every set of the kind, whatever its family: every object
+// of the set resource that carries [Family.KindSelector].
 func (r *run) listAll(ctx context.Context) (*unstructured.UnstructuredList, error) {
 	r.setReads.lists++
-	list, err := r.e.sets().List(ctx, metav1.ListOptions{})
+	opts := metav1.ListOptions{}
+	if len(r.family.KindSelector) > 0 {
+		opts.LabelSelector = labels.SelectorFromSet(r.family.KindSelector).String()
+	}
+	list, err := r.e.sets().List(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("list every %s: %w", r.family.Resource.Resource, err)
+		return nil, fmt.Errorf("list every %s (%s): %w", r.family.Resource.Resource, opts.LabelSelector, err)
 	}
 	return list, nil
 }

@@ -79,6 +79,13 @@ type Family struct {
 	ClusterScoped func(schema.GroupKind) bool
 	// Probe tells whether a set is Ready; nil means [ConditionProbe]{}.
 	Probe Probe
+	// KindSelector holds labels every set of the kind carries, whatever
+	// its family. The executor lists the sets of other families (to
+	// delete nothing they list, see [Executor.Finalize]) with it; empty
+	// lists every object of the set resource, which suits a set kind of
+	// its own (TektonInstallerSet) but not one shared with other uses,
+	// such as the ConfigMaps of inventory sets.
+	KindSelector map[string]string
 	// NamePrefix starts the deterministic name of the sets the executor
 	// creates: NamePrefix + role + "-" + a hash of the generation. For
 	// tektoncd/operator that is "<kind>-main-", giving names such as
@@ -95,6 +102,12 @@ func (f Family) Validate() error {
 		return fmt.Errorf("%w: %s: empty selector would select every set", ErrInvalidFamily, f.Resource.Resource)
 	case f.GenerationLabel == "":
 		return fmt.Errorf("%w: %s: no generation label", ErrInvalidFamily, f.Resource.Resource)
+	}
+	for k, v := range f.KindSelector {
+		if got, ok := f.Selector[k]; !ok || got != v {
+			// The List of every set of the kind would miss the family's own.
+			return fmt.Errorf("%w: %s: kind selector label %s=%s is not in the family selector %v", ErrInvalidFamily, f.Resource.Resource, k, v, f.Selector)
+		}
 	}
 	return nil
 }

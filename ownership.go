@@ -165,13 +165,17 @@ func (f Family) OwnerReference(s Set) metav1.OwnerReference {
 }
 
 // owning returns the ownerReferences of live that say who owns it: all but
-// those to a kind in [PruneOptions.PlacementOwners].
+// those to a kind in [PruneOptions.PlacementOwners] and to one of
+// [PruneOptions.Owners].
 func (o PruneOptions) owning(live *unstructured.Unstructured) []metav1.OwnerReference {
 	refs := live.GetOwnerReferences()
-	if len(o.PlacementOwners) == 0 {
+	if len(o.PlacementOwners) == 0 && len(o.Owners) == 0 {
 		return refs
 	}
 	return slices.DeleteFunc(slices.Clone(refs), func(r metav1.OwnerReference) bool {
+		if slices.Contains(o.Owners, r.UID) {
+			return true
+		}
 		gv, err := schema.ParseGroupVersion(r.APIVersion)
 		return err == nil && slices.Contains(o.PlacementOwners, schema.GroupKind{Group: gv.Group, Kind: r.Kind})
 	})

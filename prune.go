@@ -46,6 +46,18 @@ type PruneOptions struct {
 	// that points at a Service that is gone. Empty: every ownerReference
 	// counts.
 	PlacementOwners []schema.GroupKind
+	// Owners are objects, by UID, whose ownerReferences mark what the
+	// family installed, as the family's sets' do: the component object
+	// that an operator without set objects makes the owner of what it
+	// applies (knative/operator's KnativeServing, its "legacy owner"). An
+	// object they alone own counts as installed without an owner (see
+	// Unowned and AnyUnowned); its ownerReferences are never rewritten,
+	// and the garbage collector does not take it while the owner lives.
+	Owners []types.UID
+	// AnyUnowned makes every kind one installed without an ownerReference
+	// (see Unowned): for sets that own nothing, such as inventory sets,
+	// whatever the family applied has no set owner.
+	AnyUnowned bool
 }
 
 // DefaultPruneOptions protects Namespaces, PersistentVolumeClaims and
@@ -512,7 +524,7 @@ func LiveVerdict(it Item, live *unstructured.Unstructured, retiring Set, family 
 	case OwnedBySet:
 		return Delete, "owned by " + retiring.Name + " alone, listed by no other set"
 	case Unowned:
-		if slices.Contains(opts.Unowned, it.Ref.GroupKind()) {
+		if opts.AnyUnowned || slices.Contains(opts.Unowned, it.Ref.GroupKind()) {
 			return Delete, "installed without an owner, listed by no other set"
 		}
 		return Skip, "has no owner and its kind is not installed without one"
