@@ -54,6 +54,12 @@ var transient = map[string]bool{
 	ReasonSuperseded: true,
 	ReasonNoStatus:   true,
 	"Deleting":       true,
+	// What a set whose readiness is read from the objects it lists
+	// ([RolloutProbe]) waits for on an upgrade that goes well.
+	ReasonRolloutInProgress: true,
+	ReasonRolloutMissing:    true,
+	ReasonRolloutNotApplied: true,
+	ReasonRolloutUnread:     true,
 }
 
 // StepCondition turns what one [Executor.Step] returned into a condition of

@@ -49,6 +49,22 @@ func TestStepCondition(t *testing.T) {
 				Message: "waiting: Wait a (v2/deployment): NotReady (Superseded: superseded by generation v3); " +
 					"Wait b (v2/deployment): NotReady (StaleStatus: status is for generation 1, spec is at 2)"},
 		},
+		"a rollout under way, or not applied yet, is progress": {
+			res: Result{Requeue: true, Waiting: []Action{
+				wait("a", Readiness{State: NotReady, Reason: ReasonRolloutInProgress, Message: "Deployment ns/x: 1 of 2 updated replicas available"}),
+				wait("b", Readiness{State: NotReady, Reason: ReasonRolloutNotApplied, Message: "Deployment ns/y: not applied for b yet"}),
+			}},
+			want: Condition{Type: "Ready", Status: metav1.ConditionUnknown, Reason: ReasonInProgress,
+				Message: "waiting: Wait a (v2/deployment): NotReady (RolloutInProgress: Deployment ns/x: 1 of 2 updated replicas available); " +
+					"Wait b (v2/deployment): NotReady (RolloutNotApplied: Deployment ns/y: not applied for b yet)"},
+		},
+		"a failed rollout is a failure": {
+			res: Result{Requeue: true, Waiting: []Action{
+				wait("a", Readiness{State: NotReady, Reason: ReasonRolloutFailed, Message: "Deployment ns/x: ProgressDeadlineExceeded"}),
+			}},
+			want: Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: ReasonRolloutFailed,
+				Message: "set a (v2/deployment) is not ready: Deployment ns/x: ProgressDeadlineExceeded"},
+		},
 		"creates with nothing to wait on yet are progress": {
 			res: Result{Requeue: true, Plan: Plan{Phase: PhaseInstall, Actions: []Action{{Kind: ActionCreate}, {Kind: ActionCreate}}}},
 			want: Condition{Type: "Ready", Status: metav1.ConditionUnknown, Reason: ReasonInProgress,

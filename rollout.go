@@ -36,6 +36,10 @@ const (
 	// object alone, which does not say whether what it lists is rolled
 	// out.
 	ReasonRolloutUnread = "RolloutNotRead"
+	// ReasonRolloutNotApplied: with [RolloutProbe.Stamped], an object the
+	// set lists was last written for another set (or by nobody that
+	// stamps): the operator has not applied it for this set yet.
+	ReasonRolloutNotApplied = "RolloutNotApplied"
 )
 
 // The kinds that have a rollout, with their groups.
@@ -479,7 +483,18 @@ func (r *reader) conditions() map[string]condition {
 // its own, an inventory: the set is Ready when every object it lists is
 // rolled out as [Rollout] says. It reads the objects of [RolloutKinds]
 // and takes every other listed object as rolled out.
-type RolloutProbe struct{}
+//
+// With Stamped, an object counts only once it was written for the set: its
+// [WriterAnnotation] (see [Guard.Stamp]) names the set's UID. Successive
+// generations of an operator that applies in place list the same objects
+// under the same names, and a Deployment that still runs the old
+// generation's spec is rolled out as far as its status goes; the stamp
+// tells it from one the operator has applied for the new set, so an
+// apply that failed, or has not run yet, is never taken for a finished
+// rollout.
+type RolloutProbe struct {
+	Stamped bool
+}
 
 var _ ObjectProbe = RolloutProbe{}
 
@@ -515,7 +530,7 @@ func (p RolloutProbe) ReadyFrom(set Set, live func(Ref) (*unstructured.Unstructu
 			continue
 		}
 		read++
-		r := readLive(ref, live)
+		r := p.readLive(set, ref, live)
 		if r.State == Ready {
 			continue
 		}
@@ -536,7 +551,7 @@ func (p RolloutProbe) ReadyFrom(set Set, live func(Ref) (*unstructured.Unstructu
 }
 
 // readLive reads one listed object and says whether it is rolled out.
-func readLive(ref Ref, live func(Ref) (*unstructured.Unstructured, error)) Readiness {
+func (p RolloutProbe) readLive(set Set, ref Ref, live func(Ref) (*unstructured.Unstructured, error)) Readiness {
 	name := objectName(ref.Kind, ref.Namespace, ref.Name)
 	obj, err := live(ref)
 	switch {
@@ -546,6 +561,16 @@ func readLive(ref Ref, live func(Ref) (*unstructured.Unstructured, error)) Readi
 		return Readiness{State: Unknown, Reason: ReasonRolloutReadError, Message: fmt.Sprintf("%s: %v", name, err)}
 	case obj == nil:
 		return Readiness{State: Unknown, Reason: ReasonRolloutReadError, Message: name + ": read returned no object"}
+	}
+	if p.Stamped {
+		if by := parseStamp(obj.GetAnnotations()[WriterAnnotation]).uid; by != set.UID {
+			who := "nobody"
+			if by != "" {
+				who = "set " + string(by)
+			}
+			return Readiness{State: NotReady, Reason: ReasonRolloutNotApplied,
+				Message: fmt.Sprintf("%s: not applied for %s yet (last written by %s)", name, set.Name, who)}
+		}
 	}
 	return Rollout(obj)
 }

@@ -1098,3 +1098,47 @@ status: {observedGeneration: 2, replicas: 3, readyReplicas: 3, updatedReplicas: 
 		})
 	}
 }
+
+// With Stamped, a Deployment whose status is rolled out counts for a set
+// only once it was written for that set: in place, the old generation's
+// Deployment is the same object, rolled out at the old spec.
+func TestRolloutProbeStamped(t *testing.T) {
+	dep := liveObject(t, `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: activator, namespace: knative-serving, generation: 2}
+spec: {replicas: 1}
+status:
+  observedGeneration: 2
+  replicas: 1
+  updatedReplicas: 1
+  availableReplicas: 1
+  conditions:
+  - {type: Available, status: "True"}
+`)
+	ref := handoff.RefOf(dep)
+	v1 := handoff.Set{Name: "serving-inventory-part-0-aaaa", UID: "uid-v1", Resources: []handoff.Ref{ref}}
+	v2 := handoff.Set{Name: "serving-inventory-part-0-bbbb", UID: "uid-v2", Resources: []handoff.Ref{ref}}
+	handoff.NewGuard(v1, []handoff.Set{v1, v2}).Stamp(dep)
+	live := func(handoff.Ref) (*unstructured.Unstructured, error) { return dep, nil }
+
+	if got := (handoff.RolloutProbe{}).ReadyFrom(v2, live); got.State != handoff.Ready {
+		t.Errorf("unstamped probe: %v, want Ready (status alone)", got)
+	}
+	want := rolloutNotReady(handoff.ReasonRolloutNotApplied, activator+": not applied for serving-inventory-part-0-bbbb yet (last written by set uid-v1)")
+	if d := cmp.Diff(want, (handoff.RolloutProbe{Stamped: true}).ReadyFrom(v2, live)); d != "" {
+		t.Errorf("v2 before its apply (-want +got):\n%s", d)
+	}
+	if got := (handoff.RolloutProbe{Stamped: true}).ReadyFrom(v1, live); got.State != handoff.Ready {
+		t.Errorf("v1, which wrote it: %v, want Ready", got)
+	}
+	dep.SetAnnotations(nil)
+	want = rolloutNotReady(handoff.ReasonRolloutNotApplied, activator+": not applied for serving-inventory-part-0-bbbb yet (last written by nobody)")
+	if d := cmp.Diff(want, (handoff.RolloutProbe{Stamped: true}).ReadyFrom(v2, live)); d != "" {
+		t.Errorf("no stamp (-want +got):\n%s", d)
+	}
+	handoff.NewGuard(v2, []handoff.Set{v1, v2}).Stamp(dep)
+	if got := (handoff.RolloutProbe{Stamped: true}).ReadyFrom(v2, live); got.State != handoff.Ready {
+		t.Errorf("v2 after its apply: %v, want Ready", got)
+	}
+}
