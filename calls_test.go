@@ -316,10 +316,12 @@ func TestCallsPerScenario(t *testing.T) {
 	}
 
 	// Retirement of a generation of N resources in K kinds and S
-	// namespaces, nothing owned elsewhere: the reads are K×S Lists, whatever
-	// N is, and no Get. The Step that retires lists the family once, then
-	// each scope once; the successor's controller has taken everything
-	// over, so nothing is written but the set's delete.
+	// namespaces over two sets, nothing owned elsewhere: the reads are K×S
+	// Lists, whatever N is, and no Get. The Step that retires lists the
+	// family once, then each scope once, for both sets (the second set's
+	// objects are in the scopes the first one's retirement listed); the
+	// successor's controller has taken everything over, so nothing is
+	// written but the sets' deletes.
 	{
 		const N, K, S = 60, 3, 2
 		scaled := func(gen string) map[string][]*unstructured.Unstructured {
@@ -331,11 +333,11 @@ func TestCallsPerScenario(t *testing.T) {
 				u.SetName(fmt.Sprintf("r-%d", i))
 				out = append(out, u)
 			}
-			return map[string][]*unstructured.Unstructured{"static": out}
+			return map[string][]*unstructured.Unstructured{"static-0": out[:N/2], "static-1": out[N/2:]}
 		}
 		w := handofftest.NewWorld("TektonPipeline")
-		v1 := w.Desire("v1", []string{"static"}, scaled("v1"))
-		v2 := w.Desire("v2", []string{"static"}, scaled("v2"))
+		v1 := w.Desire("v1", []string{"static-0", "static-1"}, scaled("v1"))
+		v2 := w.Desire("v2", []string{"static-0", "static-1"}, scaled("v2"))
 		if _, err := w.Converge(ctx, v1, 30); err != nil {
 			t.Fatal(err)
 		}
@@ -357,8 +359,8 @@ func TestCallsPerScenario(t *testing.T) {
 		if !retiring {
 			t.Fatal("no Step retired the v1 set")
 		}
-		rows = append(rows, callRow{scenario: fmt.Sprintf("the Step retiring N=%d in K=%d kinds × S=%d namespaces", N, K, S), got: callsOf(w.Cluster, "executor"),
-			bound: callCount{"list": 1 + K*S, "delete": 1}})
+		rows = append(rows, callRow{scenario: fmt.Sprintf("the Step retiring N=%d in K=%d kinds × S=%d namespaces, 2 sets", N, K, S), got: callsOf(w.Cluster, "executor"),
+			bound: callCount{"list": 1 + K*S, "delete": 2}})
 	}
 
 	// tektoncd/operator's flow for the same two-role upgrade (the executor

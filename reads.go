@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -78,16 +79,27 @@ type Reads struct {
 	Undiscovered []string
 }
 
-// liveState is what one call read of the resources sets list: the objects
-// by identity, and per scope whether it was read whole (then a resource
-// missing from it is gone) and any error reading it.
+// liveState is what one call read of the resources sets list: every
+// object of the scopes it listed whole (a resource missing from such a
+// scope is gone, whichever set of the call asked for it), what it read
+// with Gets, and the errors reading them.
 type liveState struct {
-	objs   map[Ref]*unstructured.Unstructured
-	gone   map[Ref]bool
-	failed map[Ref]error
-	read   map[Scope]bool
-	stale  map[Ref]bool // written by the call since it was read
-	reads  Reads
+	objs     map[Ref]*unstructured.Unstructured
+	gone     map[Ref]bool    // NotFound to a Get
+	failed   map[Ref]error   // a Get's error
+	read     map[Scope]bool  // listed whole
+	scopeErr map[Scope]error // the List failed (not for want of permission)
+	stale    map[Ref]bool    // written by the call since it was read
+	reads    Reads
+}
+
+// known reports whether the call has read ref, and not written it since.
+func (l *liveState) known(ref Ref) bool {
+	if l.stale[ref] {
+		return false
+	}
+	sc := scopeOf(ref)
+	return l.read[sc] || l.scopeErr[sc] != nil || l.objs[ref] != nil || l.gone[ref] || l.failed[ref] != nil
 }
 
 // prefetch reads the live state of refs with one List per scope not yet
@@ -99,13 +111,16 @@ func (r *run) prefetch(ctx context.Context, refs []Ref) error {
 		return nil
 	}
 	if r.live.objs == nil {
-		r.live = liveState{objs: map[Ref]*unstructured.Unstructured{}, gone: map[Ref]bool{}, failed: map[Ref]error{}, read: map[Scope]bool{}}
+		r.live = liveState{objs: map[Ref]*unstructured.Unstructured{}, gone: map[Ref]bool{}, failed: map[Ref]error{},
+			read: map[Scope]bool{}, scopeErr: map[Scope]error{}}
 	}
 	byScope := map[Scope][]Ref{}
 	var order []Scope
 	for _, ref := range refs {
 		sc := scopeOf(ref)
-		if r.live.read[sc] {
+		if r.live.read[sc] || r.live.scopeErr[sc] != nil || r.live.known(ref) {
+			// (A resource of a scope read whole that the call wrote
+			// since is read again by get, with a Get.)
 			continue
 		}
 		if _, ok := byScope[sc]; !ok {
@@ -122,8 +137,8 @@ func (r *run) prefetch(ctx context.Context, refs []Ref) error {
 			return errOutOfTime
 		}
 		want := byScope[sc]
-		if canList {
-			err := r.listScope(ctx, lister, sc, want)
+		if canList && !slices.Contains(r.live.reads.Fallback, sc) {
+			err := r.listScope(ctx, lister, sc)
 			switch {
 			case err == nil:
 				r.live.read[sc] = true
@@ -131,23 +146,20 @@ func (r *run) prefetch(ctx context.Context, refs []Ref) error {
 			case apierrors.IsForbidden(err), apierrors.IsMethodNotSupported(err):
 				// RBAC grants get but not list: read each object.
 			default:
-				for _, ref := range want {
-					r.live.failed[ref] = err
-				}
-				r.live.read[sc] = true
+				r.live.scopeErr[sc] = err
 				continue
 			}
 		}
-		r.live.reads.Fallback = append(r.live.reads.Fallback, sc)
+		if !slices.Contains(r.live.reads.Fallback, sc) {
+			r.live.reads.Fallback = append(r.live.reads.Fallback, sc)
+		}
 		r.getEach(ctx, want)
-		r.live.read[sc] = true
 	}
 	return nil
 }
 
-// listScope lists a scope page by page and records every object of it,
-// and each of want that is not there as gone.
-func (r *run) listScope(ctx context.Context, lister ObjectLister, sc Scope, want []Ref) error {
+// listScope lists a scope page by page and records every object of it.
+func (r *run) listScope(ctx context.Context, lister ObjectLister, sc Scope) error {
 	gk := schema.GroupKind{Group: sc.Group, Kind: sc.Kind}
 	found := map[Ref]*unstructured.Unstructured{}
 	opts := metav1.ListOptions{Limit: listPageSize}
@@ -159,6 +171,9 @@ func (r *run) listScope(ctx context.Context, lister ObjectLister, sc Scope, want
 		}
 		for i := range page.Items {
 			u := &page.Items[i]
+			if u.GetKind() == "" {
+				u.SetGroupVersionKind(gk.WithVersion(""))
+			}
 			// The identity of what a set lists: the kind as listed (an
 			// item may carry no apiVersion and kind of its own).
 			found[Ref{Group: sc.Group, Kind: sc.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}] = u
@@ -167,16 +182,11 @@ func (r *run) listScope(ctx context.Context, lister ObjectLister, sc Scope, want
 			break
 		}
 	}
-	for _, ref := range want {
-		u, ok := found[ref]
-		if !ok {
-			r.live.gone[ref] = true
-			continue
-		}
-		if u.GetKind() == "" {
-			u.SetGroupVersionKind(gk.WithVersion(""))
-		}
+	// Only once the List is whole: a scope half read proves nothing gone.
+	// The List is newer than anything the call wrote before it.
+	for ref, u := range found {
 		r.live.objs[ref] = u
+		delete(r.live.stale, ref)
 	}
 	return nil
 }
@@ -204,6 +214,10 @@ func (r *run) getEach(ctx context.Context, refs []Ref) {
 	wg.Wait()
 	r.live.reads.Gets += len(refs)
 	for _, a := range answers {
+		delete(r.live.stale, a.ref)
+		delete(r.live.objs, a.ref)
+		delete(r.live.gone, a.ref)
+		delete(r.live.failed, a.ref)
 		switch {
 		case a.err == nil:
 			r.live.objs[a.ref] = a.obj
@@ -216,19 +230,22 @@ func (r *run) getEach(ctx context.Context, refs []Ref) {
 }
 
 // get returns the live object of ref: from what prefetch read, unless
-// fresh is true, the call wrote ref since, or prefetch did not read ref's
-// scope; else with a Get. A resource missing from a scope read whole is a
+// fresh is true, the call wrote ref since, or prefetch did not read it;
+// else with a Get. A resource missing from a scope listed whole is a
 // NotFound error. The object returned may be shared with the call's
 // state: copy it before changing it.
 func (r *run) get(ctx context.Context, ref Ref, fresh bool) (*unstructured.Unstructured, error) {
-	if !fresh && r.live.read[scopeOf(ref)] && !r.live.stale[ref] {
+	if !fresh && r.live.known(ref) {
+		sc := scopeOf(ref)
 		switch {
-		case r.live.failed[ref] != nil:
-			return nil, r.live.failed[ref]
-		case r.live.gone[ref]:
-			return nil, apierrors.NewNotFound(schema.GroupResource{Group: ref.Group, Resource: ref.Kind}, ref.Name)
 		case r.live.objs[ref] != nil:
 			return r.live.objs[ref], nil
+		case r.live.failed[ref] != nil:
+			return nil, r.live.failed[ref]
+		case r.live.scopeErr[sc] != nil:
+			return nil, r.live.scopeErr[sc]
+		default: // gone to a Get, or missing from the scope's List
+			return nil, apierrors.NewNotFound(schema.GroupResource{Group: ref.Group, Resource: ref.Kind}, ref.Name)
 		}
 	}
 	r.live.reads.Gets++
