@@ -211,3 +211,22 @@ func TestVersions(t *testing.T) {
 		}
 	}
 }
+
+// An inventory with a malformed entry is an invalid set that still lists
+// what could be read, so no other set's retirement deletes it.
+func TestObserveMalformed(t *testing.T) {
+	inv := inventory.Inventory{Namespace: "ops", Component: "c"}
+	cm := configMap(map[string]any{"ns_a__ConfigMap": "v1", "garbage": "v1"})
+	cm.SetName("c-inventory-part-0-3bfc269594")
+	cm.SetLabels(map[string]string{
+		inventory.ComponentLabel: "c", inventory.SetKindLabel: inventory.SetKind,
+		inventory.GenerationLabel: "v1", handoff.DefaultRoleLabel: "part-0",
+	})
+	s, err := inv.Family().Observe(cm)
+	if !errors.Is(err, handoff.ErrInvalidSet) || !errors.Is(err, inventory.ErrInvalidInventory) || !strings.Contains(err.Error(), `"garbage"`) {
+		t.Errorf("Observe error = %v, want ErrInvalidSet and ErrInvalidInventory naming the key", err)
+	}
+	if d := cmp.Diff([]handoff.Ref{{Kind: "ConfigMap", Namespace: "ns", Name: "a"}}, s.Resources); d != "" {
+		t.Errorf("resources of the invalid set (-want +got):\n%s", d)
+	}
+}
