@@ -688,7 +688,7 @@ func (r *run) update(ctx context.Context, d Desired, role Role, cur Set) error {
 			return fmt.Errorf("%w: UID is %s, planned for %s", ErrNameTaken, live.GetUID(), cur.UID)
 		}
 		next := live.DeepCopy()
-		next.Object["spec"] = want.Object["spec"]
+		setContent(next, want)
 		lbls, ann := next.GetLabels(), next.GetAnnotations()
 		if lbls == nil {
 			lbls = map[string]string{}
@@ -712,6 +712,24 @@ func (r *run) update(ctx context.Context, d Desired, role Role, cur Set) error {
 	}
 	r.saw(done)
 	return nil
+}
+
+// setContent replaces the content of next, a live set, with that of want,
+// the set as built: every top-level field but apiVersion, kind, metadata
+// and status. That is spec for a set kind of its own, data for a ConfigMap
+// (an inventory set); a content field want lacks is removed.
+func setContent(next, want *unstructured.Unstructured) {
+	content := func(k string) bool { return k != "apiVersion" && k != "kind" && k != "metadata" && k != "status" }
+	for k := range next.Object {
+		if _, ok := want.Object[k]; content(k) && !ok {
+			delete(next.Object, k)
+		}
+	}
+	for k, v := range want.Object {
+		if content(k) {
+			next.Object[k] = v
+		}
+	}
 }
 
 // recordDropped writes on next, the update of live, the resources live

@@ -1,0 +1,54 @@
+// Package inventory gives operators without a set kind of their own
+// (knative/operator, which applies each release in place) sets to hand off
+// with: inventory sets, ConfigMaps that record which objects a generation
+// of a component is made of.
+//
+// An inventory set is a ConfigMap in a namespace the operator picks
+// ([Inventory.Namespace]), labelled with the component
+// ([ComponentLabel]), the generation ([GenerationLabel]), its role and
+// [SetKindLabel]. Its data holds one key per object, as
+// sigs.k8s.io/cli-utils' ConfigMap inventory does:
+// namespace_name_group_kind (the namespace empty for a cluster-scoped
+// object, the group empty for the core group), whose value is the API
+// version the object was applied at ([Entry]). It records references,
+// never manifests. A generation whose entries outgrow
+// [Inventory.MaxBytes] is spread over several ConfigMaps, the roles
+// part-0, part-1, … of the generation ([Inventory.Generation]).
+//
+// Inventory sets own nothing: no object gets an ownerReference to one, so
+// deleting an inventory deletes nothing by garbage collection, and the
+// objects keep the owner the operator gives them (knative/operator: its
+// component object, for namespaced objects). Give the executor that
+// owner's UID in [handoff.PruneOptions.Owners] and set
+// [handoff.PruneOptions.AnyUnowned], so that what only that owner owns, or
+// nobody, counts as installed by the family.
+//
+// A generation applied in place over the previous one (same object names)
+// is handed off in this order, one [handoff.Executor.Step] per reconcile:
+//
+//  1. record the new inventory: Step creates the new generation's
+//     ConfigMaps beside the old ones;
+//  2. apply: the operator applies the new manifests, as it does today;
+//  3. wait for rollout: the family's [Inventory.Probe] reads what the new
+//     inventory lists (knative/operator: handoff.RolloutProbe{}), and Step
+//     waits until it says Ready;
+//  4. delete what only the old inventory lists: Step retires the old
+//     ConfigMaps, and the retirement deletes every object no live
+//     inventory lists (keep-annotated, protected and foreign ones stay);
+//  5. delete the old inventory: the retired ConfigMaps go last, once
+//     their objects are settled; a delete that fails is retried by the
+//     next Step, for the old inventory still lists the object.
+//
+// Usage:
+//
+//	inv := inventory.Inventory{Namespace: "knative-operator", Component: "knative-serving", Probe: probe}
+//	gen, err := inv.Generation(version, manifest.Resources())
+//	exec := &handoff.Executor{Family: inv.Family(), Sets: inv.Sets(dyn), Build: gen.Build,
+//		Dynamic: dyn, Mapper: mapper, Prune: prune}
+//	res, err := exec.Step(ctx, gen.Desired)
+//
+// To read one:
+//
+//	kubectl -n knative-operator get configmaps -l handoff.kube-handoff.io/inventory=knative-serving
+//	kubectl -n knative-operator get configmap knative-serving-inventory-part-0-<hash> -o yaml
+package inventory

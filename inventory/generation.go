@@ -1,0 +1,132 @@
+package inventory
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/kube-handoff/handoff"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Generation is the inventory of one generation of a component: the
+// desired generation to hand to [handoff.Executor.Step], and how to build
+// each of its ConfigMaps ([Generation.Build], the executor's Build).
+//
+// The entries, sorted by data key, are filled in order into parts of at
+// most [Inventory.MaxBytes] of data each; part i is role "part-i", whose
+// hash is that of its data. The same objects in any order make the same
+// parts, names and hashes. A change within one generation (a target
+// namespace that moves) changes the hash of the parts it touches, which
+// the executor updates in place; the parts are independent (no role
+// waits for another).
+type Generation struct {
+	// Desired is the generation the executor is to install.
+	Desired *handoff.Desired
+	// Entries are the generation's entries, sorted by data key.
+	Entries []Entry
+
+	inv      Inventory
+	parts    map[string][]Entry
+	versions func(schema.GroupKind) []string
+}
+
+// entryBytes is what an entry adds to the JSON of a ConfigMap's data:
+// "key":"value", (keys and values hold nothing JSON escapes).
+func entryBytes(e Entry) int { return len(e.Key()) + len(e.APIVersion) + 6 }
+
+// Generation records objs, the objects of one generation as the operator
+// applies them (namespaces set, after its transformers), as the desired
+// generation named generation. It fails, recording nothing, when the
+// inventory or the generation name is invalid, or when any object cannot
+// be recorded or two objects share an identity; such errors are
+// [*ObjectError]s naming each object, wrapping [ErrInvalidInventory].
+func (inv Inventory) Generation(generation string, objs []unstructured.Unstructured) (*Generation, error) {
+	if err := inv.Validate(); err != nil {
+		return nil, err
+	}
+	if msgs := validation.IsValidLabelValue(generation); generation == "" || len(msgs) > 0 {
+		return nil, fmt.Errorf("%w: generation %q is no label value: %s", handoff.ErrInvalidDesired, generation, strings.Join(msgs, "; "))
+	}
+	entries, err := Entries(objs)
+	if err != nil {
+		return nil, fmt.Errorf("inventory of %s, generation %s: %w", inv.Component, generation, err)
+	}
+	g := &Generation{
+		Desired:  &handoff.Desired{Generation: generation},
+		Entries:  entries,
+		inv:      inv,
+		parts:    map[string][]Entry{},
+		versions: Versions(entries),
+	}
+	budget := inv.maxBytes() - 2 // the braces of the data object
+	var part []Entry
+	size := 0
+	flush := func() {
+		role := RolePrefix + strconv.Itoa(len(g.Desired.Roles))
+		g.parts[role] = part
+		g.Desired.Roles = append(g.Desired.Roles, handoff.Role{Name: role, Resources: Refs(part), Hash: hash(part)})
+		part, size = nil, 0
+	}
+	for _, e := range entries {
+		if n := entryBytes(e); len(part) > 0 && size+n > budget {
+			flush()
+		}
+		part = append(part, e)
+		size += entryBytes(e)
+	}
+	if len(part) > 0 || len(g.Desired.Roles) == 0 {
+		flush() // an empty generation is one empty part
+	}
+	return g, nil
+}
+
+// hash returns the hash of a part's data.
+func hash(part []Entry) string {
+	h := sha256.New()
+	for _, e := range part {
+		h.Write([]byte(e.Key()))
+		h.Write([]byte{0})
+		h.Write([]byte(e.APIVersion))
+		h.Write([]byte{'\n'})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// Part returns the entries of one role, and whether the generation has it.
+func (g *Generation) Part(role string) ([]Entry, bool) {
+	p, ok := g.parts[role]
+	return p, ok
+}
+
+// Versions returns the API versions (the version part, such as "v1")
+// the generation's objects of a kind were recorded at; see [Versions].
+func (g *Generation) Versions(gk schema.GroupKind) []string { return g.versions(gk) }
+
+// Build builds the ConfigMap of one role of the generation: apiVersion v1,
+// kind ConfigMap, in the inventory's namespace, with one data entry per
+// object and [CountAnnotation]. The executor names it and adds the
+// family's labels, the role label and the hash annotation. It is a
+// [handoff.BuildFunc].
+func (g *Generation) Build(_ context.Context, d handoff.Desired, role handoff.Role) (*unstructured.Unstructured, error) {
+	if d.Generation != g.Desired.Generation {
+		return nil, fmt.Errorf("%w: asked for generation %q of the inventory of generation %q", handoff.ErrInvalidDesired, d.Generation, g.Desired.Generation)
+	}
+	part, ok := g.parts[role.Name]
+	if !ok {
+		return nil, &handoff.RoleError{Role: role.Name, Err: fmt.Errorf("%w: generation %s has %d parts", handoff.ErrInvalidDesired, d.Generation, len(g.parts))}
+	}
+	data := make(map[string]any, len(part))
+	for _, e := range part {
+		data[e.Key()] = e.APIVersion
+	}
+	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": data}}
+	cm.SetNamespace(g.inv.Namespace)
+	cm.SetAnnotations(map[string]string{CountAnnotation: strconv.Itoa(len(part))})
+	return cm, nil
+}

@@ -1,0 +1,169 @@
+package inventory
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/kube-handoff/handoff"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
+)
+
+// Labels and annotations of inventory ConfigMaps.
+const (
+	// ComponentLabel holds the component an inventory ConfigMap records;
+	// it is part of the family selector.
+	ComponentLabel = "handoff.kube-handoff.io/inventory"
+	// SetKindLabel, set to [SetKind], marks every inventory ConfigMap,
+	// whatever its component: the family's [handoff.Family.KindSelector],
+	// so that the executor's List of other families' sets reads
+	// inventories only, never every ConfigMap of the namespace.
+	SetKindLabel = "handoff.kube-handoff.io/set-kind"
+	SetKind      = "inventory"
+	// GenerationLabel holds the generation an inventory ConfigMap records.
+	GenerationLabel = "handoff.kube-handoff.io/generation"
+	// HashAnnotation holds the hash of a ConfigMap's data; another hash
+	// for the same generation and role is an update in place.
+	HashAnnotation = "handoff.kube-handoff.io/hash"
+	// CountAnnotation holds the number of entries a ConfigMap records.
+	CountAnnotation = "handoff.kube-handoff.io/inventory-count"
+)
+
+// RolePrefix starts the role of each part of a generation: part-0,
+// part-1, and so on.
+const RolePrefix = "part-"
+
+// Data budgets of one ConfigMap, in bytes of JSON-encoded data.
+const (
+	// DefaultMaxBytes is half the 1 MiB a ConfigMap's data may hold. The
+	// API server also records every data key in the object's
+	// managedFields, so a stored inventory holds its keys twice; at half
+	// the limit the whole object, managedFields included, stays under
+	// 1 MiB and well under etcd's 1.5 MiB request limit.
+	DefaultMaxBytes = 512 * 1024
+	// MinMaxBytes is the smallest budget accepted: room for a few of the
+	// largest entries.
+	MinMaxBytes = 4 * 1024
+	// LimitBytes is the most a ConfigMap's data may hold.
+	LimitBytes = 1024 * 1024
+)
+
+// ConfigMaps is the resource of inventory sets.
+var ConfigMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+// Inventory describes the inventory sets of one component: where they
+// live, how they are labelled and how large each may grow. The zero value
+// is not usable: Namespace and Component are required.
+type Inventory struct {
+	// Namespace is where the ConfigMaps live. Families see each other's
+	// sets only within one namespace (the executor lists other families'
+	// sets to delete nothing they still list), so the components of one
+	// operator keep their inventories in one namespace, such as the
+	// operator's own.
+	Namespace string
+	// Component names the component, such as "knative-serving": the value
+	// of [ComponentLabel] and the start of the ConfigMaps' names,
+	// Component + "-inventory-part-N-<hash of the generation>".
+	Component string
+	// Selector holds extra labels every ConfigMap of the component
+	// carries, such as the operator's app label; optional. It may not set
+	// the labels the package writes.
+	Selector map[string]string
+	// MaxBytes bounds the JSON-encoded data of one ConfigMap; a generation
+	// that needs more is spread over several. Zero means
+	// [DefaultMaxBytes].
+	MaxBytes int
+	// Probe decides whether a set is Ready; it becomes
+	// [handoff.Family.Probe]. An inventory has no controller and no
+	// status, so nil (the family's [handoff.ConditionProbe]) never says
+	// Ready and a handoff waits for ever: give a [handoff.ObjectProbe]
+	// that reads the rollout of what a set lists. knative/operator uses
+	// handoff.RolloutProbe{}.
+	Probe handoff.Probe
+}
+
+func (inv Inventory) maxBytes() int {
+	if inv.MaxBytes == 0 {
+		return DefaultMaxBytes
+	}
+	return inv.MaxBytes
+}
+
+// NamePrefix is the start of the names of the component's ConfigMaps.
+func (inv Inventory) NamePrefix() string { return inv.Component + "-inventory-" }
+
+// fixedLabels are the labels the package writes on every ConfigMap.
+func (inv Inventory) fixedLabels() map[string]string {
+	return map[string]string{ComponentLabel: inv.Component, SetKindLabel: SetKind}
+}
+
+// Validate reports an inventory that cannot be used: no namespace, a
+// component that is no label value or makes names too long, extra labels
+// that clash with the package's own, a budget out of range.
+func (inv Inventory) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: inventory of %q: "+format, append([]any{handoff.ErrInvalidFamily, inv.Component}, args...)...)
+	}
+	if msgs := validation.IsDNS1123Label(inv.Namespace); len(msgs) > 0 {
+		return bad("namespace %q: %s", inv.Namespace, strings.Join(msgs, "; "))
+	}
+	if inv.Component == "" {
+		return bad("no component")
+	}
+	if msgs := validation.IsValidLabelValue(inv.Component); len(msgs) > 0 {
+		return bad("component: %s", strings.Join(msgs, "; "))
+	}
+	// The longest name: a part number of six digits is a million parts.
+	longest := inv.Family().SetName("g", RolePrefix+"999999")
+	if msgs := validation.IsDNS1123Subdomain(longest); len(msgs) > 0 {
+		return bad("ConfigMap names such as %q: %s", longest, strings.Join(msgs, "; "))
+	}
+	reserved := []string{ComponentLabel, SetKindLabel, GenerationLabel, handoff.DefaultRoleLabel}
+	for k := range inv.Selector {
+		for _, r := range reserved {
+			if k == r {
+				return bad("selector sets label %s, which the package writes", k)
+			}
+		}
+	}
+	if b := inv.MaxBytes; b != 0 && (b < MinMaxBytes || b > LimitBytes) {
+		return bad("MaxBytes %d is not within [%d, %d]", b, MinMaxBytes, LimitBytes)
+	}
+	return nil
+}
+
+// Family returns the family of the component's inventory sets, for
+// [handoff.Executor.Family]. Its sets are ConfigMaps in Namespace: give the
+// executor [Inventory.Sets] as its Sets, or it would address ConfigMaps
+// without a namespace. The sets own nothing, so the executor's
+// PruneOptions want AnyUnowned (what the family applied has no set owner)
+// and, where the operator makes its component object the owner of what it
+// applies, that object's UID in Owners.
+func (inv Inventory) Family() handoff.Family {
+	sel := make(map[string]string, len(inv.Selector)+2)
+	for k, v := range inv.Selector {
+		sel[k] = v
+	}
+	for k, v := range inv.fixedLabels() {
+		sel[k] = v
+	}
+	return handoff.Family{
+		Resource:        ConfigMaps,
+		Kind:            "ConfigMap",
+		Selector:        sel,
+		KindSelector:    map[string]string{SetKindLabel: SetKind},
+		GenerationLabel: GenerationLabel,
+		RoleLabel:       handoff.DefaultRoleLabel,
+		HashAnnotation:  HashAnnotation,
+		Resources:       Resources,
+		Probe:           inv.Probe,
+		NamePrefix:      inv.NamePrefix(),
+	}
+}
+
+// Sets returns the client of the component's inventory ConfigMaps, for
+// [handoff.Executor.Sets].
+func (inv Inventory) Sets(dyn dynamic.Interface) handoff.SetClient {
+	return dyn.Resource(ConfigMaps).Namespace(inv.Namespace)
+}

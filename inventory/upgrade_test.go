@@ -1,0 +1,276 @@
+package inventory_test
+
+// In-place generations end to end, on the test kit's cluster (UIDs,
+// resourceVersions, finalizers and garbage collection as an API server
+// has them): knative/operator's shape, objects applied under the same
+// names, namespaced ones controller-owned by the component object.
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/kube-handoff/handoff"
+	"github.com/kube-handoff/handoff/handofftest"
+	"github.com/kube-handoff/handoff/inventory"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// rolledOut is an ObjectProbe that reads Deployments only: one is rolled
+// out for a set when its "applied" annotation names the set's generation,
+// as a rollout of that generation's spec would be.
+type rolledOut struct{}
+
+var _ handoff.ObjectProbe = rolledOut{}
+
+func (rolledOut) Ready(*unstructured.Unstructured) handoff.Readiness {
+	return handoff.Readiness{State: handoff.NotReady, Reason: "NotRead"}
+}
+
+func (rolledOut) Reads(ref handoff.Ref) bool { return ref.Kind == "Deployment" }
+
+func (rolledOut) ReadyFrom(s handoff.Set, live func(handoff.Ref) (*unstructured.Unstructured, error)) handoff.Readiness {
+	for _, ref := range s.Resources {
+		if ref.Kind != "Deployment" {
+			continue
+		}
+		o, err := live(ref)
+		if err != nil {
+			return handoff.Readiness{State: handoff.NotReady, Reason: "Missing", Message: err.Error()}
+		}
+		if got := o.GetAnnotations()["applied"]; got != s.Generation {
+			return handoff.Readiness{State: handoff.NotReady, Reason: "Rolling", Message: ref.Name + " at " + got}
+		}
+	}
+	return handoff.Readiness{State: handoff.Ready}
+}
+
+const (
+	servingNS = "knative-serving"
+	crUID     = types.UID("uid-knativeserving")
+)
+
+// ownedByCR gives obj a controller ownerReference to the component object
+// (a KnativeServing, a kind the cluster does not serve: its garbage
+// collector takes such an owner as live).
+func ownedByCR(o unstructured.Unstructured) unstructured.Unstructured {
+	yes := true
+	o = *o.DeepCopy()
+	o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "operator.knative.dev/v1beta1", Kind: "KnativeServing",
+		Name: "knative-serving", UID: crUID, Controller: &yes, BlockOwnerDeletion: &yes}})
+	return o
+}
+
+func annotated(o unstructured.Unstructured, k, v string) unstructured.Unstructured {
+	o = *o.DeepCopy()
+	ann := o.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[k] = v
+	o.SetAnnotations(ann)
+	return o
+}
+
+type upgrade struct {
+	c    *handofftest.Cluster
+	inv  inventory.Inventory
+	exec *handoff.Executor
+}
+
+func newUpgrade(t *testing.T) *upgrade {
+	t.Helper()
+	c := handofftest.NewCluster()
+	dyn := c.ClientFor("executor")
+	inv := inventory.Inventory{Namespace: "knative-operator", Component: "knative-serving", Probe: rolledOut{}}
+	prune := handoff.DefaultPruneOptions()
+	prune.Owners = []types.UID{crUID}
+	prune.AnyUnowned = true
+	return &upgrade{c: c, inv: inv, exec: &handoff.Executor{
+		Family: inv.Family(), Sets: inv.Sets(dyn), Dynamic: dyn, Mapper: c.Mapper(), Prune: prune,
+	}}
+}
+
+// install seeds objs as the operator applied them.
+func (u *upgrade) install(t *testing.T, objs ...unstructured.Unstructured) {
+	t.Helper()
+	for i := range objs {
+		if err := u.c.Add(&objs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// steps runs Step with the generation of objs until it settles.
+func (u *upgrade) steps(t *testing.T, gen string, objs []unstructured.Unstructured, max int) {
+	t.Helper()
+	g, err := u.inv.Generation(gen, objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.exec.Build = g.Build
+	for i := 0; i < max; i++ {
+		res, err := u.exec.Step(context.Background(), g.Desired)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Requeue {
+			return
+		}
+	}
+	t.Fatalf("generation %s not settled after %d steps", gen, max)
+}
+
+// inventories returns "name generation" of every inventory ConfigMap
+// stored, deleting or not.
+func (u *upgrade) inventories(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	sel := labels.SelectorFromSet(u.inv.Family().Selector)
+	for _, o := range u.c.Objects() {
+		if o.GetKind() == "ConfigMap" && sel.Matches(labels.Set(o.GetLabels())) {
+			out = append(out, o.GetName()+" "+o.GetLabels()[inventory.GenerationLabel])
+		}
+	}
+	return out
+}
+
+func (u *upgrade) apply(t *testing.T, o unstructured.Unstructured) {
+	t.Helper()
+	live, ok := u.c.Get(handofftest.KeyOf(&o))
+	if !ok {
+		t.Fatalf("%s is not there to apply over", handofftest.KeyOf(&o))
+	}
+	live.SetAnnotations(o.GetAnnotations())
+	gvr := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	if _, err := u.c.ClientFor("operator").Resource(gvr).Namespace(o.GetNamespace()).Update(context.Background(), live, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInPlaceUpgrade(t *testing.T) {
+	ctx := context.Background()
+	u := newUpgrade(t)
+	controller := obj("apps/v1", "Deployment", servingNS, "controller")
+	config := ownedByCR(obj("v1", "ConfigMap", servingNS, "config-network"))
+	webhook := obj("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "", "validation.webhook.serving.knative.dev")
+	oldCert := ownedByCR(obj("v1", "Secret", servingNS, "routing-serving-certs"))
+	oldRole := obj("rbac.authorization.k8s.io/v1", "ClusterRole", "", "knative-serving-certmanager")
+	kept := annotated(ownedByCR(obj("v1", "ConfigMap", servingNS, "config-kept")), handoff.DefaultKeepAnnotation, handoff.KeepValue)
+	v1 := []unstructured.Unstructured{controller, config, webhook, oldCert, oldRole, kept}
+	v2 := []unstructured.Unstructured{controller, config, webhook}
+
+	u.install(t, ownedByCR(annotated(controller, "applied", "v1")), config, webhook, oldCert, oldRole, kept)
+	u.steps(t, "v1", v1, 3)
+	// sha256("v1") starts 3bfc269594, sha256("v2") fb04dcb697.
+	if d := cmp.Diff([]string{"knative-serving-inventory-part-0-3bfc269594 v1"}, u.inventories(t)); d != "" {
+		t.Fatalf("inventories after v1 (-want +got):\n%s", d)
+	}
+
+	// v2 recorded beside v1; nothing goes while the controller runs v1.
+	g2, err := u.inv.Generation("v2", v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.exec.Build = g2.Build
+	for i := 0; i < 3; i++ {
+		res, err := u.exec.Step(ctx, g2.Desired)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Plan.Of(handoff.ActionRetire)) > 0 {
+			t.Fatalf("step %d retires v1 before v2 rolled out:\n%s", i, res.Plan)
+		}
+	}
+	if d := cmp.Diff([]string{"knative-serving-inventory-part-0-3bfc269594 v1", "knative-serving-inventory-part-0-fb04dcb697 v2"}, u.inventories(t)); d != "" {
+		t.Fatalf("inventories while v2 rolls out (-want +got):\n%s", d)
+	}
+	for _, o := range v1 {
+		if !u.c.Exists(handofftest.KeyOf(&o)) {
+			t.Fatalf("%s deleted before v2 rolled out", handofftest.KeyOf(&o))
+		}
+	}
+
+	// The operator applies v2 and it rolls out.
+	u.apply(t, annotated(controller, "applied", "v2"))
+	before := map[handofftest.Key]*unstructured.Unstructured{}
+	for _, o := range append(v2, kept) {
+		k := handofftest.KeyOf(&o)
+		before[k], _ = u.c.Get(k)
+	}
+	u.steps(t, "v2", v2, 6)
+
+	for _, o := range []unstructured.Unstructured{oldCert, oldRole} {
+		if k := handofftest.KeyOf(&o); u.c.Exists(k) {
+			t.Errorf("%s, listed by v1 alone, is still there", k)
+		}
+	}
+	for k, was := range before {
+		now, ok := u.c.Get(k)
+		if !ok {
+			t.Errorf("%s is gone", k)
+			continue
+		}
+		if now.GetUID() != was.GetUID() || now.GetResourceVersion() != was.GetResourceVersion() {
+			t.Errorf("%s changed: UID %s→%s, resourceVersion %s→%s", k, was.GetUID(), now.GetUID(), was.GetResourceVersion(), now.GetResourceVersion())
+		}
+		if d := cmp.Diff(was.GetOwnerReferences(), now.GetOwnerReferences()); d != "" {
+			t.Errorf("%s ownerReferences (-before +after):\n%s", k, d)
+		}
+	}
+	if d := cmp.Diff([]string{"knative-serving-inventory-part-0-fb04dcb697 v2"}, u.inventories(t)); d != "" {
+		t.Errorf("inventories after v2 (-want +got):\n%s", d)
+	}
+}
+
+// A change within one generation (a target namespace that moves) is an
+// update in place of the part it touches: its data and hash change, and
+// what it no longer lists is pruned once the set is Ready again.
+func TestUpdateInPlace(t *testing.T) {
+	u := newUpgrade(t)
+	controller := ownedByCR(annotated(obj("apps/v1", "Deployment", servingNS, "controller"), "applied", "v1"))
+	before := []unstructured.Unstructured{controller, ownedByCR(obj("v1", "ConfigMap", servingNS, "config-a")), ownedByCR(obj("v1", "ConfigMap", servingNS, "config-b"))}
+	moved := ownedByCR(obj("v1", "ConfigMap", "knative-serving-2", "config-b"))
+	after := []unstructured.Unstructured{before[0], before[1], moved}
+	u.install(t, before...)
+	u.steps(t, "v1", before, 3)
+	name := "knative-serving-inventory-part-0-3bfc269594"
+	first, ok := u.c.Get(handofftest.Key{Kind: "ConfigMap", Namespace: "knative-operator", Name: name})
+	if !ok {
+		t.Fatalf("%s not created", name)
+	}
+
+	u.install(t, moved)
+	u.steps(t, "v1", after, 4)
+	now, ok := u.c.Get(handofftest.Key{Kind: "ConfigMap", Namespace: "knative-operator", Name: name})
+	if !ok {
+		t.Fatalf("%s is gone", name)
+	}
+	if now.GetUID() != first.GetUID() {
+		t.Errorf("%s re-created, not updated in place", name)
+	}
+	wantData := map[string]any{
+		"knative-serving_controller_apps_Deployment": "apps/v1",
+		"knative-serving_config-a__ConfigMap":        "v1",
+		"knative-serving-2_config-b__ConfigMap":      "v1",
+	}
+	if d := cmp.Diff(wantData, now.Object["data"]); d != "" {
+		t.Errorf("data after the update (-want +got):\n%s", d)
+	}
+	if now.GetAnnotations()[inventory.HashAnnotation] == first.GetAnnotations()[inventory.HashAnnotation] {
+		t.Error("hash annotation unchanged")
+	}
+	if u.c.Exists(handofftest.Key{Kind: "ConfigMap", Namespace: servingNS, Name: "config-b"}) {
+		t.Error("config-b in the old namespace, no longer listed, is still there")
+	}
+	if !u.c.Exists(handofftest.KeyOf(&moved)) {
+		t.Error("config-b in the new namespace is gone")
+	}
+	if v := now.GetAnnotations()[handoff.DroppedAnnotation]; v != "" {
+		t.Errorf("dropped record %s left after the prune", v)
+	}
+}
