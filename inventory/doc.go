@@ -28,10 +28,13 @@
 //
 //  1. record the new inventory: Step creates the new generation's
 //     ConfigMaps beside the old ones;
-//  2. apply: the operator applies the new manifests, as it does today;
-//  3. wait for rollout: the family's [Inventory.Probe] reads what the new
-//     inventory lists (knative/operator: handoff.RolloutProbe{}), and Step
-//     waits until it says Ready;
+//  2. apply: the operator applies the new manifests, as it does today,
+//     each stamped first with [Stamp] (which refuses an object the new
+//     inventory does not list);
+//  3. wait for rollout: the family's [Inventory.Probe] (by default
+//     handoff.RolloutProbe{Stamped: true}) reads the workloads, CRDs and
+//     APIServices the new inventory lists, and Step waits until each was
+//     applied for it and is rolled out;
 //  4. delete what only the old inventory lists: Step retires the old
 //     ConfigMaps, and the retirement deletes every object no live
 //     inventory lists (keep-annotated, protected and foreign ones stay);
@@ -41,11 +44,13 @@
 //
 // Usage:
 //
-//	inv := inventory.Inventory{Namespace: "knative-operator", Component: "knative-serving", Probe: probe}
+//	inv := inventory.Inventory{Namespace: "knative-operator", Component: "knative-serving"}
 //	gen, err := inv.Generation(version, manifest.Resources())
 //	exec := &handoff.Executor{Family: inv.Family(), Sets: inv.Sets(dyn), Build: gen.Build,
 //		Dynamic: dyn, Mapper: mapper, Prune: prune}
-//	res, err := exec.Step(ctx, gen.Desired)
+//	res, err := exec.Step(ctx, gen.Desired) // records the inventory first
+//	// list the family, then stamp what is about to be applied:
+//	err = inventory.Stamp(family, gen.Desired.Generation, objs)
 //
 // To read one:
 //

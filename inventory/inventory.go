@@ -76,10 +76,13 @@ type Inventory struct {
 	MaxBytes int
 	// Probe decides whether a set is Ready; it becomes
 	// [handoff.Family.Probe]. An inventory has no controller and no
-	// status, so nil (the family's [handoff.ConditionProbe]) never says
-	// Ready and a handoff waits for ever: give a [handoff.ObjectProbe]
-	// that reads the rollout of what a set lists. knative/operator uses
-	// handoff.RolloutProbe{}.
+	// status: nil means handoff.RolloutProbe{Stamped: true}, which reads
+	// the rollout of the workloads, CRDs and APIServices a set lists and
+	// counts one only once the operator applied it for that set, stamped
+	// with [Stamp]. An operator that does not stamp what it applies gives
+	// handoff.RolloutProbe{} here, and must then apply the new generation
+	// in the reconcile that records it, before any later Step can see it
+	// Ready.
 	Probe handoff.Probe
 }
 
@@ -157,9 +160,18 @@ func (inv Inventory) Family() handoff.Family {
 		RoleLabel:       handoff.DefaultRoleLabel,
 		HashAnnotation:  HashAnnotation,
 		Resources:       Resources,
-		Probe:           inv.Probe,
+		Probe:           inv.probe(),
 		NamePrefix:      inv.NamePrefix(),
 	}
+}
+
+// probe is [Inventory.Probe], or by default the rollout of what the set
+// lists, counted only once applied for the set (see [Stamp]).
+func (inv Inventory) probe() handoff.Probe {
+	if inv.Probe == nil {
+		return handoff.RolloutProbe{Stamped: true}
+	}
+	return inv.Probe
 }
 
 // Sets returns the client of the component's inventory ConfigMaps, for
