@@ -54,6 +54,16 @@ func TestStamp(t *testing.T) {
 			t.Errorf("%s was stamped although Stamp failed", o.GetName())
 		}
 	}
+	// The transformer stamps alike, and refuses alike.
+	stamp := inventory.Stamper(family, "1.15.2")
+	one := stampObj("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "services.serving.knative.dev")
+	if err := stamp(&one); err != nil || !strings.HasPrefix(one.GetAnnotations()[handoff.WriterAnnotation], "uid-p1@") {
+		t.Errorf("Stamper: %v, stamp %q, want uid-p1's", err, one.GetAnnotations()[handoff.WriterAnnotation])
+	}
+	if err := stamp(&extra); !errors.Is(err, inventory.ErrInvalidInventory) {
+		t.Errorf("Stamper of an unrecorded object = %v, want ErrInvalidInventory", err)
+	}
+
 	// A generation being deleted records nothing to apply for.
 	family[1].Deleting, family[2].Deleting = true, true
 	if err := inventory.Stamp(family, "1.15.2", []unstructured.Unstructured{stampObj("v1", "ConfigMap", "knative-serving", "config-logging")}); err == nil {
