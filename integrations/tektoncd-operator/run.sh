@@ -7,8 +7,11 @@
 # with moves, or when the README's Go excerpts are not the patched code,
 # and prints the patch's diffstat and the InstallerSet suites' test counts.
 #
-# Usage: bash integrations/tektoncd-operator/run.sh [-keep]
-#   -keep  leave the patched tree in place and print its path
+# Usage: bash integrations/tektoncd-operator/run.sh [-keep | -prepare [-unpatched]]
+#   -keep       leave the patched tree in place and print its path
+#   -prepare    only prepare the tree (patched, handoff required), run no
+#               check or test, and print its path as the last line (e2e.sh)
+#   -unpatched  with -prepare: leave v0.80.0 as it is
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,8 +20,16 @@ version=v0.80.0
 patch="$here/$version.patch"
 pkgs=./pkg/reconciler/...
 suites='/pkg/reconciler/kubernetes/tektoninstallerset' # the InstallerSet suites: this package and those under it
-keep=false
-[ "${1:-}" = "-keep" ] && keep=true
+keep=false prepare=false unpatched=false
+for arg in "$@"; do
+	case "$arg" in
+	-keep) keep=true ;;
+	-prepare) prepare=true keep=true ;;
+	-unpatched) unpatched=true ;;
+	*) echo "usage: run.sh [-keep | -prepare [-unpatched]]" >&2; exit 2 ;;
+	esac
+done
+if $unpatched && ! $prepare; then echo "-unpatched goes with -prepare" >&2; exit 2; fi
 
 export GOWORK=off GOFLAGS=-mod=mod
 # A fixed directory, emptied first: the build cache keys packages by their
@@ -57,6 +68,17 @@ counts() {
 		}
 		END { printf "%d tests, %d subtests passed, %d failed\n", T, S, F }'
 }
+
+if $prepare; then
+	# The same tree, in the same directory (so the build cache is warm),
+	# without the checks.
+	if ! $unpatched; then
+		git apply "$patch"
+		go mod edit -require=github.com/kube-handoff/handoff@v0.0.0 -replace="github.com/kube-handoff/handoff=$repo"
+	fi
+	echo "$src"
+	exit 0
+fi
 
 echo "== before the patch: modules, InstallerSet suites"
 # The reconcilers build with pipelines-as-code v0.47.0 and tektoncd/pruner

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Runs tektoncd/operator's own TektonPipeline and TektonInstallerSet
+# reconcilers, patched with v0.80.0.patch, in process against a real
+# control plane (etcd, kube-apiserver, kube-controller-manager), through a
+# release upgrade, the same upgrade with the operator stopped after its k-th
+# write and restarted, a removal and a target-namespace change, and prints a
+# markdown table of what each did to the objects both releases list.
+#
+#  1. run.sh -prepare: v0.80.0 from the module proxy, patched, requiring
+#     this checkout, in run.sh's fixed directory (warm build cache);
+#  2. e2e/*.go.txt copied into it: two build-tagged (handoff_e2e) files
+#     that construct the two reconcilers from clients, and the test package
+#     pkg/reconciler/kubernetes/handoffe2e;
+#  3. a KO_DATA_PATH: the operator's kodata (its proxy webhook) and, as
+#     tekton-pipeline/<version>, the pipeline release's config/ from the
+#     tektoncd/pipeline module v0.80.0 builds with (images resolved to
+#     plain references, pipelines-info given the version);
+#  4. a control plane from internal/controlplane/cmd/serve, with the
+#     TektonInstallerSet, TektonPipeline, TektonTrigger and TektonConfig CRDs
+#     from the operator's config/base, killed on exit;
+#  5. go test -tags handoff_e2e ./pkg/reconciler/kubernetes/handoffe2e/.
+#
+# Usage: bash integrations/tektoncd-operator/e2e.sh [-unpatched] [go test flags]
+#   -unpatched  the same scenarios on v0.80.0 as it is; the bounds the
+#               patch promises are measured, not asserted
+# Exits non-zero if a step fails or, patched, a bound does not hold.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+patched=true
+if [ "${1:-}" = "-unpatched" ]; then
+	patched=false
+	shift
+fi
+
+export GOWORK=off GOFLAGS=-mod=mod
+
+echo "== the operator tree (run.sh -prepare$($patched || echo ' -unpatched'))"
+if $patched; then
+	tree=$(bash "$here/run.sh" -prepare | tail -n 1)
+else
+	tree=$(bash "$here/run.sh" -prepare -unpatched | tail -n 1)
+fi
+[ -d "$tree/pkg" ] || { echo "run.sh -prepare gave no tree"; exit 1; }
+work=$(dirname "$tree")
+echo "   $tree"
+
+cp "$here/e2e/tektoninstallerset_export.go.txt" "$tree/pkg/reconciler/kubernetes/tektoninstallerset/zz_handoff_e2e.go"
+cp "$here/e2e/tektonpipeline_export.go.txt" "$tree/pkg/reconciler/kubernetes/tektonpipeline/zz_handoff_e2e.go"
+mkdir -p "$tree/pkg/reconciler/kubernetes/handoffe2e"
+for f in "$here"/e2e/*_test.go.txt; do
+	cp "$f" "$tree/pkg/reconciler/kubernetes/handoffe2e/$(basename "${f%.txt}")"
+done
+
+echo "== KO_DATA_PATH"
+kodata="$work/kodata"
+rm -rf "$kodata"
+mkdir -p "$kodata"
+cp -R "$tree/cmd/kubernetes/operator/kodata/webhook" "$kodata/"
+pipeline=$(cd "$tree" && go list -m -f '{{.Dir}} {{.Version}}' github.com/tektoncd/pipeline)
+pdir=${pipeline% *} pver=${pipeline#* }
+rel="$kodata/tekton-pipeline/${pver#v}"
+mkdir -p "$rel"
+(cd "$pdir/config" && find . -name '*.yaml' | LC_ALL=C sort) | while read -r f; do
+	out="$rel/$(echo "${f#./}" | tr / _)"
+	sed -e "s|ko://github.com/tektoncd/pipeline/cmd/\([a-z0-9/-]*\)|ghcr.io/tektoncd/pipeline/\1:$pver|" \
+		-e "s|version: \"devel\"|version: \"$pver\"|" "$pdir/config/$f" >"$out"
+done
+echo "   tektoncd/pipeline $pver: $(ls "$rel" | wc -l) files"
+
+echo "== control plane"
+bindir=$(bash "$repo/hack/controlplane/build.sh" | tail -n 1)
+export HANDOFF_CONTROLPLANE_BIN="$bindir"
+(cd "$repo" && go build -o "$work/serve" ./internal/controlplane/cmd/serve)
+kubeconfig="$work/kubeconfig"
+rm -f "$kubeconfig"
+crds=()
+for kind in installer_set pipeline trigger config; do
+	crds+=(-crds "$tree/config/base/300-operator_v1alpha1_${kind}_crd.yaml")
+done
+"$work/serve" -kubeconfig "$kubeconfig" "${crds[@]}" 2>"$work/serve.log" &
+serve=$!
+trap 'kill "$serve" 2>/dev/null; wait "$serve" 2>/dev/null || true' EXIT
+for _ in $(seq 180); do
+	[ -f "$kubeconfig" ] && break
+	kill -0 "$serve" 2>/dev/null || { cat "$work/serve.log"; exit 1; }
+	sleep 1
+done
+[ -f "$kubeconfig" ] || { echo "the control plane did not start"; cat "$work/serve.log"; exit 1; }
+tail -n 1 "$work/serve.log" | sed 's/^/   /'
+
+echo "== go test -tags handoff_e2e ./pkg/reconciler/kubernetes/handoffe2e/"
+table="$work/e2e-table.md"
+rm -f "$table" "$work/e2e-operator.log"
+status=0
+(cd "$tree" && HANDOFF_E2E_KUBECONFIG="$kubeconfig" HANDOFF_E2E_PATCHED="$patched" \
+	HANDOFF_E2E_LOG="$work/e2e-operator.log" HANDOFF_E2E_TABLE="$table" KO_DATA_PATH="$kodata" \
+	SYSTEM_NAMESPACE=tekton-operator VERSION=v0.80.0 \
+	go test -tags handoff_e2e -count=1 -timeout 20m "$@" ./pkg/reconciler/kubernetes/handoffe2e/) || status=$?
+echo
+[ -f "$table" ] && cat "$table"
+echo "(the reconcilers' log: $work/e2e-operator.log)"
+exit "$status"
