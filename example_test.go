@@ -133,7 +133,7 @@ func ExampleExecutor_Step() {
 	// Output:
 	// Upgrade [patch tektoninstallersets component-main-static-3bfc269594 create tektoninstallersets component-main-static-fb04dcb697]
 	// Upgrade []
-	// Handoff [patch tektoninstallersets component-main-static-3bfc269594 delete tektoninstallersets component-main-static-3bfc269594]
+	// Handoff [delete tektoninstallersets component-main-static-3bfc269594]
 	// Steady []
 	// config-shared true
 	// config-v1 false

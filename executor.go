@@ -892,8 +892,10 @@ func (r *run) retire(ctx context.Context, uid types.UID) error {
 	// fails is tried again by the next Step (ActionFinalize), and nothing
 	// is deleted while a live set lists it.
 	own := s.Object != nil && len(s.Object.GetFinalizers()) == 0
-	if err := r.markSettled(ctx, s, d, own); err != nil {
-		return err
+	if own {
+		if err := r.addFinalizer(ctx, s); err != nil {
+			return err
+		}
 	}
 	policy := r.e.Propagation
 	if policy == "" {
@@ -925,65 +927,27 @@ func (r *run) retire(ctx context.Context, uid types.UID) error {
 	return nil
 }
 
-// markSettled writes on the set, just before the Step deletes it,
-// [SettledAnnotation] with the successors its shared resources were
-// settled for, and, for a set with no finalizer (own), [ExecutorFinalizer],
-// in one patch on condition of the set's UID: a controller that added its
-// own finalizer meanwhile is no Conflict here, but the set then keeps both,
-// and its controller's Finalize runs as it would have.
-func (r *run) markSettled(ctx context.Context, s Set, d Decision, own bool) error {
-	mark := settledValue(d)
-	if s.Object != nil && !own {
-		if v, ok := s.Object.GetAnnotations()[SettledAnnotation]; ok && v == mark {
-			return nil
-		}
-	}
+// addFinalizer puts [ExecutorFinalizer] on a set that has no finalizer, on
+// condition that it is the set read (UID and resourceVersion): a
+// controller that added its own meanwhile makes it a Conflict, and the
+// next Step plans again.
+func (r *run) addFinalizer(ctx context.Context, s Set) error {
 	r.record(Call{Verb: "patch", Resource: r.family.Resource.Resource, Name: s.Name})
 	if r.e.DryRun {
 		return nil
 	}
-	meta := map[string]any{"uid": s.UID, "annotations": map[string]any{SettledAnnotation: mark}}
-	if own {
-		// The finalizer list is replaced whole: only on the set as read.
-		meta["resourceVersion"] = s.Object.GetResourceVersion()
-		meta["finalizers"] = []string{ExecutorFinalizer}
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": meta})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid": s.UID, "resourceVersion": s.Object.GetResourceVersion(), "finalizers": []string{ExecutorFinalizer},
+	}})
 	if err != nil {
 		return err
 	}
 	live, err := r.e.sets().Patch(ctx, s.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
-		if own {
-			return &SetError{Name: s.Name, Err: fmt.Errorf("retire: add finalizer %s: %w", ExecutorFinalizer, err)}
-		}
-		return &SetError{Name: s.Name, Err: fmt.Errorf("retire: mark settled: %w", err)}
+		return &SetError{Name: s.Name, Err: fmt.Errorf("retire: add finalizer %s: %w", ExecutorFinalizer, err)}
 	}
 	r.saw(live)
 	return nil
-}
-
-// SettledAnnotation is the mark the executor writes on a set just before
-// it deletes it: every resource the set lists was settled for its going
-// (shared ones handed over to, or found owned by, the successors it names,
-// comma-separated UIDs; protected and keep-annotated ones released). With
-// it, [Executor.Finalize] reads only the obsolete resources, which it
-// confirms before deleting, and not every resource the set lists again; a
-// set deleted otherwise (by hand, or with other successors since) gets the
-// full reading.
-const SettledAnnotation = "handoff.kube-handoff.io/settled"
-
-// settledValue is the [SettledAnnotation] of a decision: the UIDs of the
-// successors of its Keep items, sorted.
-func settledValue(d Decision) string {
-	var uids []string
-	for _, it := range d.Items {
-		if it.Verdict == Keep && !slices.Contains(uids, string(it.SuccessorUID)) {
-			uids = append(uids, string(it.SuccessorUID))
-		}
-	}
-	slices.Sort(uids)
-	return strings.Join(uids, ",")
 }
 
 // finish finalizes a set the executor retired with its own finalizer, as

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -115,15 +113,7 @@ func (e *Executor) Finalize(ctx context.Context, set *unstructured.Unstructured)
 			res.Skipped = append(res.Skipped, done)
 		}
 	}
-	// The Step that retired the set settled every resource it lists for
-	// these successors just before the delete: what they keep needs no
-	// second reading, only what goes does.
-	settled := retiring.Object != nil && settledFor(retiring.Object, res.Decision)
-	toRead := res.Decision.Items
-	if settled {
-		toRead = res.Decision.Of(Delete)
-	}
-	if err := r.prefetch(ctx, refsOf(toRead)); err != nil {
+	if err := r.prefetch(ctx, refsOf(res.Decision.Items)); err != nil {
 		return res, err
 	}
 	obsolete := map[Ref]bool{}
@@ -134,15 +124,6 @@ func (e *Executor) Finalize(ctx context.Context, set *unstructured.Unstructured)
 		}
 		if it.Verdict == Delete {
 			obsolete[it.Ref] = true
-			continue
-		}
-		if settled {
-			if it.Verdict == Keep {
-				it.Reason = "settled for " + it.Successor + " by the Step that retired " + retiring.Name
-				res.Kept = append(res.Kept, it)
-			} else {
-				res.Skipped = append(res.Skipped, it)
-			}
 			continue
 		}
 		settle(it, others)
@@ -172,21 +153,4 @@ func (e *Executor) Finalize(ctx context.Context, set *unstructured.Unstructured)
 	err = errors.Join(errs...)
 	r.reportFinalize(set.GetName(), res, err)
 	return res, err
-}
-
-// settledFor reports whether set carries the [SettledAnnotation] of the
-// executor's retirement for the successors of d: the same live sets keep
-// what it shares, so what they keep was settled by that Step.
-func settledFor(set *unstructured.Unstructured, d Decision) bool {
-	v, ok := set.GetAnnotations()[SettledAnnotation]
-	if !ok || set.GetDeletionTimestamp() == nil {
-		return false
-	}
-	marked := strings.Split(v, ",")
-	for _, it := range d.Items {
-		if it.Verdict == Keep && !slices.Contains(marked, string(it.SuccessorUID)) {
-			return false
-		}
-	}
-	return true
 }
