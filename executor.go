@@ -459,9 +459,10 @@ func (r *run) probeObjects(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
+	probed := func(s Set) bool { return s.Invalid == nil && !s.Deleting && s.SupersededBy == "" }
 	var refs []Ref
 	for _, s := range r.view {
-		if s.Invalid == nil && !s.Deleting && s.SupersededBy == "" {
+		if probed(s) {
 			for _, ref := range s.Resources {
 				if probe.Reads(ref) {
 					refs = append(refs, ref)
@@ -477,7 +478,7 @@ func (r *run) probeObjects(ctx context.Context) error {
 	}
 	for i := range r.view {
 		s := &r.view[i]
-		if s.Invalid == nil && !s.Deleting && s.SupersededBy == "" {
+		if probed(*s) {
 			s.Readiness = probe.ReadyFrom(*s, func(ref Ref) (*unstructured.Unstructured, error) {
 				return r.get(ctx, ref, false)
 			})
