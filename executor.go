@@ -1073,16 +1073,19 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 			next, _ = Handover(refs, retiring.UID, r.owners(it, retiring.UID)...)
 		case r.e.Prune.keeps(it.Ref.GroupKind(), live):
 			it.Verdict, it.Reason = Skip, reason
-			if !ownedBy(refs, retiring.UID) {
-				return it, skipped, nil
-			}
 			// Release it from every set of the family that is going, not
-			// only this one: another deleting owner would take it later.
-			it.Detached = true
+			// only this one: another deleting owner would take it later;
+			// and from the component objects of Prune.Owners, which own
+			// what the family applied (no set lists it any more, so the
+			// component's removal must not take it either).
 			next = slices.DeleteFunc(slices.Clone(refs), func(o metav1.OwnerReference) bool {
 				s, ok := r.set(o.UID)
-				return o.UID == retiring.UID || (ok && s.Deleting)
+				return o.UID == retiring.UID || (ok && s.Deleting) || slices.Contains(r.e.Prune.Owners, o.UID)
 			})
+			if len(next) == len(refs) {
+				return it, skipped, nil
+			}
+			it.Detached = true
 		case verdict == Delete && del:
 			other, why, err := r.foreign(ctx, it.Ref, live)
 			switch {

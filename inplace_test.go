@@ -149,6 +149,15 @@ func TestInPlaceGenerationWithLegacyOwner(t *testing.T) {
 			t.Errorf("%s: ownerReferences changed (-before +after):\n%s", k, d)
 		}
 	}
+	// The kept object, no longer listed, is released from the component
+	// object: deleting the component must not take it. The foreign one
+	// keeps both its owners.
+	if o, _ := f.c.Get(cmKey("kept")); len(o.GetOwnerReferences()) != 0 {
+		t.Errorf("kept ConfigMap still owned: %v", o.GetOwnerReferences())
+	}
+	if o, _ := f.c.Get(cmKey("someone-elses")); len(o.GetOwnerReferences()) != 2 {
+		t.Errorf("foreign ConfigMap's owners changed: %v", o.GetOwnerReferences())
+	}
 	sets, err := f.exec.Dynamic.Resource(handofftest.SetResource).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

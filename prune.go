@@ -51,8 +51,11 @@ type PruneOptions struct {
 	// that an operator without set objects makes the owner of what it
 	// applies (knative/operator's KnativeServing, its "legacy owner"). An
 	// object they alone own counts as installed without an owner (see
-	// Unowned and AnyUnowned); its ownerReferences are never rewritten,
-	// and the garbage collector does not take it while the owner lives.
+	// Unowned and AnyUnowned), and the garbage collector does not take it
+	// while the owner lives. Its ownerReferences are rewritten in one case
+	// only: a protected or keep-annotated object no live set lists any more
+	// loses its references to Owners, so removing the component does not
+	// take what it was told to keep.
 	Owners []types.UID
 	// AnyUnowned makes every kind one installed without an ownerReference
 	// (see Unowned): for sets that own nothing, such as inventory sets,
@@ -102,8 +105,9 @@ type Item struct {
 	SuccessorUID types.UID
 	Reason       string
 	// Detached is true when the resource was kept in place (protected
-	// kind or keep annotation) and its ownerReference to the retiring set
-	// was removed, so the garbage collector does not take it.
+	// kind or keep annotation) and its ownerReferences to the retiring set
+	// (and to the other sets being deleted, and to [PruneOptions.Owners])
+	// were removed, so the garbage collector does not take it.
 	Detached bool
 }
 

@@ -198,11 +198,21 @@ func TestInPlaceUpgrade(t *testing.T) {
 	// The operator applies v2 and it rolls out.
 	u.apply(t, annotated(controller, "applied", "v2"))
 	before := map[handofftest.Key]*unstructured.Unstructured{}
-	for _, o := range append(v2, kept) {
+	for _, o := range v2 {
 		k := handofftest.KeyOf(&o)
 		before[k], _ = u.c.Get(k)
 	}
+	keptKey := handofftest.KeyOf(&kept)
+	keptBefore, _ := u.c.Get(keptKey)
 	u.steps(t, "v2", v2, 6)
+
+	// The kept object, which v2 no longer lists, stays (same UID) and is
+	// released from the KnativeServing, so removing it does not take it.
+	if now, ok := u.c.Get(keptKey); !ok || now.GetUID() != keptBefore.GetUID() {
+		t.Errorf("%s, annotated to be kept, is gone or re-created", keptKey)
+	} else if refs := now.GetOwnerReferences(); len(refs) != 0 {
+		t.Errorf("%s still owned after v1's retirement: %v", keptKey, refs)
+	}
 
 	for _, o := range []unstructured.Unstructured{oldCert, oldRole} {
 		if k := handofftest.KeyOf(&o); u.c.Exists(k) {
