@@ -1,7 +1,9 @@
 // Package handoff upgrades a Kubernetes operator's sets of resources from
 // one generation to the next with no availability gap: a readiness-gated,
 // blue/green handoff for operators that install components through set
-// objects, such as tektoncd/operator's TektonInstallerSets.
+// objects, such as tektoncd/operator's TektonInstallerSets, and, through
+// package inventory, for operators that have none and apply each release
+// in place, such as knative/operator.
 //
 // The desired generation's sets are created beside the current ones under
 // deterministic names (a retried create never makes a duplicate); old sets
@@ -27,6 +29,19 @@
 //     through the clients a manifestival operator already holds (an
 //     mf.Client, a client-gen typed client of its set kind);
 //     [StepCondition] turns what a step returned into a status condition.
+//
+// Operators without set objects: package inventory records each
+// generation in ConfigMaps that own nothing (inventory sets). With no set
+// controller to report Ready, the family's [ObjectProbe] decides from the
+// listed objects themselves: [RolloutProbe] reads the Deployments,
+// StatefulSets, DaemonSets, Jobs, CRDs and APIServices a set lists
+// ([Rollout] judges one), and the executor reads them with one List per
+// kind and namespace after each observe. Objects the operator's component
+// object owns count as the family's when its UID is in
+// [PruneOptions.Owners]; with [PruneOptions.AnyUnowned], so do unowned
+// ones. A handoff in place is then: record the new inventory, apply,
+// wait for rollout, delete what only the old inventory lists, delete the
+// old inventory.
 //
 // The set controller's contract: put a finalizer on each set and call
 // [Executor.Finalize] from it instead of deleting every listed resource by
