@@ -1,0 +1,573 @@
+package inventory_test
+
+// Random walks of an in-place operator over inventory sets, checked
+// against the design's invariants after every operation: I1 (nothing a
+// live inventory or the desired generation lists is deleted), I4 (nothing
+// foreign, keep-annotated or co-owned is deleted, and the executor writes
+// no object it was not given), I5 (no old inventory goes while the desired
+// generation's Deployments are not rolled out for it, by an oracle written
+// here, not by the library's probe), and at the end of each walk I2 and I3
+// (one inventory per role of the desired generation, nothing only older
+// generations listed) and a removal that leaves what it must. The walk
+// plays knative/operator's stages (record the inventory with a Step, stamp,
+// apply in place under the same names, wait, Step) with faults injected
+// into the executor's and the operator's calls, a deployment controller
+// that rolls out when it gets to it, and desires that change at any point.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kube-handoff/handoff"
+	"github.com/kube-handoff/handoff/handofftest"
+	"github.com/kube-handoff/handoff/inventory"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+var walks = flag.Int("inventory.walks", 40, "random walks TestInventoryWalks runs")
+
+const (
+	walkOps  = 40
+	invNS    = "knative-operator"
+	podUID   = types.UID("uid-some-pod")
+	keepName = "kept-certs"
+)
+
+// walkGenerations are four releases applied in place: the same
+// Deployments and webhook each time (each release rolls the Deployments
+// out again), and objects that come and go between them.
+func walkGenerations() map[string][]unstructured.Unstructured {
+	dep := func(name, gen string) unstructured.Unstructured {
+		return *handofftest.Object("apps/v1", "Deployment", servingNS, name, nil, map[string]any{"spec": map[string]any{
+			"replicas": int64(1),
+			"template": map[string]any{"metadata": map[string]any{"annotations": map[string]any{"release": gen}}},
+		}})
+	}
+	cm := func(name string) unstructured.Unstructured {
+		return *handofftest.Object("v1", "ConfigMap", servingNS, name, nil, map[string]any{"data": map[string]any{"k": name}})
+	}
+	kept := *handofftest.Object("v1", "Secret", servingNS, keepName, nil, nil)
+	kept.SetAnnotations(map[string]string{handoff.DefaultKeepAnnotation: handoff.KeepValue})
+	base := func(gen string) []unstructured.Unstructured {
+		return []unstructured.Unstructured{
+			dep("controller", gen), dep("webhook", gen), cm("config-shared"),
+			*handofftest.Object("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "", "validation.webhook.serving", nil, nil),
+		}
+	}
+	oldRole := *handofftest.Object("rbac.authorization.k8s.io/v1", "ClusterRole", "", "serving-old-role", nil, nil)
+	return map[string][]unstructured.Unstructured{
+		"g1": append(base("g1"), cm("only-g1"), kept, cm("co-owned"), oldRole),
+		"g2": append(base("g2"), cm("only-g2"), cm("co-owned"), dep("extra", "g2")),
+		"g3": append(base("g3"), cm("only-g3"), oldRole, dep("extra", "g3")),
+		"g4": append(base("g4"), cm("only-g1")),
+	}
+}
+
+// foreignObjects are in the component's namespace throughout and listed by
+// no generation: one owned by someone else, one by nobody.
+func foreignObjects() []*unstructured.Unstructured {
+	owned := handofftest.Object("v1", "ConfigMap", servingNS, "someone-elses", nil, nil)
+	owned.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "p", UID: podUID}})
+	return []*unstructured.Unstructured{owned, handofftest.Object("v1", "ConfigMap", servingNS, "nobodys", nil, nil)}
+}
+
+type walk struct {
+	t       *testing.T
+	rand    *rand.Rand
+	c       *handofftest.Cluster
+	inv     inventory.Inventory
+	gens    map[string][]unstructured.Unstructured
+	desired string
+	log     []string
+	seed    int64
+}
+
+func newWalk(t *testing.T, seed int64) *walk {
+	c := handofftest.NewCluster(handofftest.WithSeed(seed))
+	w := &walk{t: t, rand: rand.New(rand.NewSource(seed)), c: c, seed: seed, gens: walkGenerations(),
+		inv: inventory.Inventory{Namespace: invNS, Component: "knative-serving"}}
+	if err := c.Add(foreignObjects()...); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func (w *walk) executor() *handoff.Executor {
+	dyn := w.c.ClientFor("executor")
+	prune := handoff.DefaultPruneOptions()
+	prune.Owners = []types.UID{crUID}
+	prune.AnyUnowned = true
+	return &handoff.Executor{Family: w.inv.Family(), Sets: w.inv.Sets(dyn), Dynamic: dyn, Mapper: w.c.Mapper(), Prune: prune}
+}
+
+// family lists the inventories as the operator sees them.
+func (w *walk) family(ctx context.Context) ([]handoff.Set, error) {
+	fam := w.inv.Family()
+	list, err := w.c.ClientFor("operator").Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).
+		Namespace(invNS).List(ctx, metav1.ListOptions{LabelSelector: fam.LabelSelector().String()})
+	if err != nil {
+		return nil, err
+	}
+	return fam.ObserveAll(list.Items)
+}
+
+// reconcile is one pass of the operator's stages for the desired
+// generation (nil desired: the removal).
+func (w *walk) reconcile(ctx context.Context) (handoff.Result, error) {
+	exec := w.executor()
+	if w.desired == "" {
+		return exec.Step(ctx, nil)
+	}
+	objs := w.gens[w.desired]
+	g, err := w.inv.Generation(w.desired, objs)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	exec.Build = g.Build
+	res, err := exec.Step(ctx, g.Desired)
+	if err != nil {
+		return res, err
+	}
+	family, err := w.family(ctx)
+	if err != nil {
+		return res, err
+	}
+	stamped := make([]unstructured.Unstructured, len(objs))
+	for i := range objs {
+		stamped[i] = *objs[i].DeepCopy()
+	}
+	if err := inventory.Stamp(family, w.desired, stamped); err != nil {
+		return res, err
+	}
+	for i := range stamped {
+		if err := w.apply(ctx, &stamped[i]); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// apply writes obj as the operator does: created, or updated in place
+// (same UID) with the manifest's content, namespaced objects given the
+// component object's controller reference beside whatever owners they
+// have.
+func (w *walk) apply(ctx context.Context, obj *unstructured.Unstructured) error {
+	m, err := w.c.Mapper().RESTMapping(obj.GroupVersionKind().GroupKind())
+	if err != nil {
+		return err
+	}
+	ri := w.c.ClientFor("operator").Resource(m.Resource).Namespace(obj.GetNamespace())
+	live, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		if obj.GetNamespace() != "" {
+			owned := ownedByCR(*obj)
+			obj.SetOwnerReferences(owned.GetOwnerReferences())
+		}
+		_, err = ri.Create(ctx, obj, metav1.CreateOptions{})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	next := live.DeepCopy()
+	for k, v := range obj.Object {
+		if k != "metadata" && k != "status" {
+			next.Object[k] = v
+		}
+	}
+	ann := next.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	for k, v := range obj.GetAnnotations() {
+		ann[k] = v
+	}
+	next.SetAnnotations(ann)
+	if obj.GetNamespace() != "" && !slices.ContainsFunc(live.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == crUID }) {
+		owned := ownedByCR(*obj)
+		next.SetOwnerReferences(append(live.GetOwnerReferences(), owned.GetOwnerReferences()...))
+	}
+	_, err = ri.Update(ctx, next, metav1.UpdateOptions{})
+	return err
+}
+
+// rollOut plays the deployment controller on each Deployment with
+// probability p: status for its current generation, Available.
+func (w *walk) rollOut(ctx context.Context, p float64) {
+	ri := w.c.ClientFor("kube-controller-manager").Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}).Namespace(servingNS)
+	list, err := ri.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	for i := range list.Items {
+		d := &list.Items[i]
+		if w.rand.Float64() >= p {
+			continue
+		}
+		d.Object["status"] = map[string]any{
+			"observedGeneration": d.GetGeneration(), "replicas": int64(1), "updatedReplicas": int64(1),
+			"readyReplicas": int64(1), "availableReplicas": int64(1),
+			"conditions": []any{map[string]any{"type": "Available", "status": "True"}},
+		}
+		if _, err := ri.UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+}
+
+// inventories returns the inventory ConfigMaps stored.
+func (w *walk) inventories() []*unstructured.Unstructured {
+	sel := labels.SelectorFromSet(w.inv.Family().Selector)
+	var out []*unstructured.Unstructured
+	for _, o := range w.c.Objects() {
+		if o.GetKind() == "ConfigMap" && o.GetNamespace() == invNS && sel.Matches(labels.Set(o.GetLabels())) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// rolledOut is the oracle of I5: every Deployment the desired generation
+// lists was applied for the inventory that lists it (its writer stamp
+// names that inventory's UID) and rolled out at its current generation.
+func (w *walk) rolledOut() bool {
+	if w.desired == "" {
+		return true
+	}
+	lister := map[handoff.Ref]types.UID{}
+	for _, cm := range w.inventories() {
+		if cm.GetLabels()[inventory.GenerationLabel] != w.desired || cm.GetDeletionTimestamp() != nil {
+			continue
+		}
+		refs, err := inventory.Resources(cm)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		for _, r := range refs {
+			lister[r] = cm.GetUID()
+		}
+	}
+	for i := range w.gens[w.desired] {
+		o := &w.gens[w.desired][i]
+		uid, ok := lister[handoff.RefOf(o)]
+		if !ok {
+			return false // not recorded yet
+		}
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		live, ok := w.c.Get(handofftest.KeyOf(o))
+		if !ok || !strings.HasPrefix(live.GetAnnotations()[handoff.WriterAnnotation], string(uid)+"@") {
+			return false
+		}
+		observed, _, _ := unstructured.NestedInt64(live.Object, "status", "observedGeneration")
+		updated, _, _ := unstructured.NestedInt64(live.Object, "status", "updatedReplicas")
+		conds, _, _ := unstructured.NestedSlice(live.Object, "status", "conditions")
+		if observed < live.GetGeneration() || updated != 1 || len(conds) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// listed reports whether a generation the walk desired lists key, and the
+// generations that do.
+func (w *walk) listedBy(key handofftest.Key) []string {
+	var gens []string
+	for g, objs := range w.gens {
+		for i := range objs {
+			if handofftest.KeyOf(&objs[i]) == key {
+				gens = append(gens, g)
+			}
+		}
+	}
+	return gens
+}
+
+// liveListers returns, for each object a live inventory lists, the
+// inventories listing it.
+func (w *walk) liveListers() map[handofftest.Key][]string {
+	out := map[handofftest.Key][]string{}
+	for _, cm := range w.inventories() {
+		if cm.GetDeletionTimestamp() != nil {
+			continue
+		}
+		refs, err := inventory.Resources(cm)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		for _, r := range refs {
+			k := handofftest.Key{Group: r.Group, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+			out[k] = append(out[k], cm.GetName())
+		}
+	}
+	return out
+}
+
+func isForeign(k handofftest.Key) bool {
+	return k.Kind == "ConfigMap" && (k.Name == "someone-elses" || k.Name == "nobodys")
+}
+
+// check runs after every operation: I1, I4 and I5 over what the operation
+// changed.
+func (w *walk) check(op string, before map[handofftest.Key]bool, listers map[handofftest.Key][]string, oldLive []string, ready bool, writesBefore int) error {
+	var errs []error
+	after := map[handofftest.Key]bool{}
+	for _, o := range w.c.Objects() {
+		after[handofftest.KeyOf(o)] = true
+	}
+	for k := range before {
+		if after[k] || k.Namespace == invNS {
+			continue
+		}
+		// An inventory set owns nothing and goes after its objects: what
+		// only old inventories list is deleted in the Step that then
+		// deletes them, so it may go while they are still live, but only
+		// once the desired generation is rolled out.
+		// I1 is about what serves: an object the desired generation lists
+		// and a live inventory (not one being retired) lists too. One that
+		// only a retiring inventory lists may go with it even when the
+		// generation it belonged to is desired again meanwhile; it comes
+		// back when that generation is recorded anew.
+		desired := w.desired != "" && slices.Contains(w.listedBy(k), w.desired)
+		switch {
+		case desired && len(listers[k]) > 0:
+			errs = append(errs, fmt.Errorf("I1: %s, listed by %v, deleted by %q while the desired generation %s lists it", k, listers[k], op, w.desired))
+		case isForeign(k) || k.Name == keepName || k.Name == "co-owned":
+			errs = append(errs, fmt.Errorf("I4: %s deleted by %q", k, op))
+		case len(listers[k]) > 0 && !ready:
+			errs = append(errs, fmt.Errorf("I5: %s, listed by %v, deleted by %q before generation %s rolled out", k, listers[k], op, w.desired))
+		}
+	}
+	for _, wr := range w.c.Writes()[writesBefore:] {
+		if wr.Actor != "executor" || wr.Key.Namespace == invNS {
+			continue
+		}
+		switch {
+		case isForeign(wr.Key) || wr.Key.Name == "co-owned":
+			errs = append(errs, fmt.Errorf("I4: the executor wrote %s (%s)", wr.Key, wr.Verb))
+		case wr.Verb != "delete" && wr.Key.Name != keepName:
+			errs = append(errs, fmt.Errorf("I4: the executor wrote %s (%s): only a kept object's release is a write that is not a delete", wr.Key, wr.Verb))
+		}
+	}
+	if !ready {
+		still := map[string]bool{}
+		for _, cm := range w.inventories() {
+			if cm.GetDeletionTimestamp() == nil {
+				still[cm.GetName()] = true
+			}
+		}
+		for _, name := range oldLive {
+			if !still[name] {
+				errs = append(errs, fmt.Errorf("I5: old inventory %s retired by %q while generation %s was not rolled out", name, op, w.desired))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// step runs one operation and checks it.
+func (w *walk) step(ctx context.Context, op string, fn func()) error {
+	before := map[handofftest.Key]bool{}
+	for _, o := range w.c.Objects() {
+		before[handofftest.KeyOf(o)] = true
+	}
+	listers := w.liveListers()
+	var oldLive []string
+	for _, cm := range w.inventories() {
+		if cm.GetDeletionTimestamp() == nil && cm.GetLabels()[inventory.GenerationLabel] != w.desired {
+			oldLive = append(oldLive, cm.GetName())
+		}
+	}
+	ready := w.rolledOut()
+	writes := len(w.c.Writes())
+	w.log = append(w.log, fmt.Sprintf("%d. %s", len(w.log)+1, op))
+	fn()
+	return w.check(op, before, listers, oldLive, ready, writes)
+}
+
+func (w *walk) run() error {
+	ctx := context.Background()
+	gens := []string{"g1", "g2", "g3", "g4"}
+	w.desired = gens[w.rand.Intn(len(gens))]
+	for i := 0; i < walkOps; i++ {
+		var op string
+		var fn func()
+		switch n := w.rand.Intn(10); {
+		case n < 2:
+			next := gens[w.rand.Intn(len(gens))]
+			op, fn = "desire "+next, func() { w.desired = next }
+		case n < 4:
+			op, fn = "deployment controller", func() { w.rollOut(ctx, 0.7) }
+		case n < 7:
+			op, fn = "reconcile", func() { _, _ = w.reconcile(ctx) }
+		case n < 9:
+			faultSeed, rate := w.rand.Int63(), 0.15
+			op = fmt.Sprintf("reconcile with faults (seed %d)", faultSeed)
+			fn = func() {
+				w.c.InjectFaults(handofftest.RandomFaults(faultSeed, rate), "executor", "operator")
+				_, _ = w.reconcile(ctx)
+				w.c.DisableFaults()
+			}
+		default:
+			k := 1 + w.rand.Intn(12)
+			mode := handofftest.Mode(w.rand.Intn(2))
+			op = fmt.Sprintf("reconcile stopped at its call %d (%s)", k, mode)
+			fn = func() {
+				w.c.InjectFaults(handofftest.FailNth(k, mode, nil), "executor", "operator")
+				_, _ = w.reconcile(ctx)
+				w.c.DisableFaults()
+			}
+		}
+		if err := w.step(ctx, op, fn); err != nil {
+			return err
+		}
+	}
+	// Convergence: no faults, the deployment controller keeps up.
+	settled := false
+	for i := 0; i < 12 && !settled; i++ {
+		var res handoff.Result
+		var err error
+		if e := w.step(ctx, "reconcile (converging)", func() { res, err = w.reconcile(ctx) }); e != nil {
+			return e
+		}
+		// An error here (the generation's inventory not recorded yet
+		// while an older one of the same name goes) is retried.
+		settled = err == nil && !res.Requeue && len(res.Plan.Actions) == 0
+		if e := w.step(ctx, "deployment controller (converging)", func() { w.rollOut(ctx, 1) }); e != nil {
+			return e
+		}
+	}
+	if !settled {
+		return fmt.Errorf("I3: generation %s not settled after 12 rounds", w.desired)
+	}
+	if err := w.checkConverged(); err != nil {
+		return err
+	}
+	// Removal.
+	w.desired = ""
+	settled = false
+	for i := 0; i < 6 && !settled; i++ {
+		var res handoff.Result
+		var err error
+		if e := w.step(ctx, "removal", func() { res, err = w.reconcile(ctx) }); e != nil {
+			return e
+		}
+		if err != nil {
+			return fmt.Errorf("removal: %w", err)
+		}
+		settled = !res.Requeue
+	}
+	if !settled {
+		return errors.New("removal not settled after 6 steps")
+	}
+	return w.checkRemoved()
+}
+
+// checkConverged is I2 and I3: the desired generation's inventories alone,
+// one per part, what it lists there, and nothing only other generations
+// listed, but what stays by design.
+func (w *walk) checkConverged() error {
+	g, err := w.inv.Generation(w.desired, w.gens[w.desired])
+	if err != nil {
+		return err
+	}
+	var errs []error
+	var parts []string
+	for _, cm := range w.inventories() {
+		parts = append(parts, cm.GetLabels()[inventory.GenerationLabel]+"/"+cm.GetLabels()[handoff.DefaultRoleLabel])
+		if cm.GetDeletionTimestamp() != nil {
+			errs = append(errs, fmt.Errorf("I3: inventory %s still deleting", cm.GetName()))
+		}
+	}
+	var want []string
+	for _, r := range g.Desired.Roles {
+		want = append(want, w.desired+"/"+r.Name)
+	}
+	slices.Sort(parts)
+	slices.Sort(want)
+	if !slices.Equal(parts, want) {
+		errs = append(errs, fmt.Errorf("I2/I3: inventories %v, want %v", parts, want))
+	}
+	for _, objs := range w.gens {
+		for i := range objs {
+			k := handofftest.KeyOf(&objs[i])
+			in := slices.Contains(w.listedBy(k), w.desired)
+			switch exists := w.c.Exists(k); {
+			case in && !exists:
+				errs = append(errs, fmt.Errorf("I3: %s, listed by %s, is missing", k, w.desired))
+			case !in && exists && k.Name != keepName && k.Name != "co-owned":
+				errs = append(errs, fmt.Errorf("I3: %s, listed only by other generations, lingers", k))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkRemoved: after the removal no inventory is left, nothing the family
+// installed is (but the kept object, released from the component object so
+// its deletion does not take it, and the co-owned one), and the foreign
+// objects are as they were.
+func (w *walk) checkRemoved() error {
+	var errs []error
+	if inv := w.inventories(); len(inv) > 0 {
+		errs = append(errs, fmt.Errorf("removal left %d inventories", len(inv)))
+	}
+	for _, objs := range w.gens {
+		for i := range objs {
+			k := handofftest.KeyOf(&objs[i])
+			live, exists := w.c.Get(k)
+			switch {
+			case k.Name == keepName && exists:
+				if slices.ContainsFunc(live.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == crUID }) {
+					errs = append(errs, fmt.Errorf("%s, kept, is still owned by the component object", k))
+				}
+			case k.Name == "co-owned" && exists:
+				if !slices.ContainsFunc(live.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == podUID }) {
+					errs = append(errs, fmt.Errorf("%s lost its other owner", k))
+				}
+			case exists:
+				errs = append(errs, fmt.Errorf("removal left %s", k))
+			}
+		}
+	}
+	for _, o := range foreignObjects() {
+		if !w.c.Exists(handofftest.KeyOf(o)) {
+			errs = append(errs, fmt.Errorf("I4: foreign %s gone", handofftest.KeyOf(o)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func TestInventoryWalks(t *testing.T) {
+	n := *walks
+	if testing.Short() {
+		n = 20
+	}
+	failed := 0
+	for seed := int64(1); seed <= int64(n) && failed < 3; seed++ {
+		w := newWalk(t, seed)
+		// The co-owned ConfigMap has another owner from the start.
+		co := handofftest.Object("v1", "ConfigMap", servingNS, "co-owned", nil, map[string]any{"data": map[string]any{"k": "co-owned"}})
+		co.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "p", UID: podUID}})
+		if err := w.c.Add(co); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.run(); err != nil {
+			failed++
+			t.Errorf("seed %d: %v\nwalk:\n  %s", seed, err, strings.Join(w.log, "\n  "))
+		}
+	}
+	t.Logf("%d walks of %d operations (and convergence, removal)", n, walkOps)
+}
