@@ -34,7 +34,8 @@ if [ "${1:-}" = "-unpatched" ]; then
 	patched=false
 	shift
 fi
-tests=(TestServingUpgradeAndRemoval TestServingSlowStart TestServingUnfetchable TestEventingUpgrade)
+# Longest first: they run two at a time.
+tests=(TestServingUpgradeAndRemoval TestEventingUpgrade TestServingSlowStart TestServingUnfetchable)
 # HANDOFF_E2E_TESTS, if set, runs only the tests it names (space-separated).
 if [ -n "${HANDOFF_E2E_TESTS:-}" ]; then
 	read -r -a tests <<<"$HANDOFF_E2E_TESTS"
@@ -75,40 +76,63 @@ export HANDOFF_CONTROLPLANE_BIN="$bindir"
 table="$work/e2e-table.md"
 log="$work/e2e-operator.log"
 rm -f "$table" "$table.notes" "$log"
-serve=""
-stop_serve() {
-	if [ -n "$serve" ]; then
-		kill "$serve" 2>/dev/null || true
-		wait "$serve" 2>/dev/null || true
-		serve=""
-	fi
-}
-trap stop_serve EXIT
 
-status=0
-for t in "${tests[@]}"; do
-	echo "== $t: a fresh control plane"
-	kubeconfig="$work/kubeconfig"
+# run_test T starts a control plane of its own for test T, runs T against
+# it and stops it; it prints the test's output and returns its status.
+run_test() {
+	local t=$1 kubeconfig="$work/kubeconfig-$1" serve rc=0 began
 	rm -f "$kubeconfig"
 	"$work/serve" -kubeconfig "$kubeconfig" -crds "$tree/config/crd/bases" 2>"$work/serve-$t.log" &
 	serve=$!
-	for _ in $(seq 180); do
+	for _ in $(seq 360); do
 		[ -f "$kubeconfig" ] && break
-		kill -0 "$serve" 2>/dev/null || { cat "$work/serve-$t.log"; exit 1; }
+		kill -0 "$serve" 2>/dev/null || { cat "$work/serve-$t.log"; return 1; }
 		sleep 0.5
 	done
-	[ -f "$kubeconfig" ] || { echo "the control plane did not start"; cat "$work/serve-$t.log"; exit 1; }
-	tail -n 1 "$work/serve-$t.log" | sed 's/^/   /'
+	if [ ! -f "$kubeconfig" ]; then
+		echo "the control plane did not start"
+		cat "$work/serve-$t.log"
+		kill "$serve" 2>/dev/null
+		wait "$serve" 2>/dev/null
+		return 1
+	fi
 	began=$(date +%s)
-	rc=0
 	(cd "$tree/pkg/reconciler/handoffe2e" && HANDOFF_E2E_KUBECONFIG="$kubeconfig" HANDOFF_E2E_PATCHED="$patched" \
 		HANDOFF_E2E_LOG="$log" HANDOFF_E2E_TABLE="$table" KO_DATA_PATH="$tree/cmd/operator/kodata" \
 		SYSTEM_NAMESPACE=knative-operator \
 		"$work/handoffe2e.test" -test.run "^$t\$" -test.count=1 -test.timeout 20m -test.v "$@") >"$work/test-$t.log" 2>&1 || rc=$?
-	grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|_test.go:[0-9]+:|^[[:space:]]+' "$work/test-$t.log" | grep -v '^=== RUN' | head -100 || true
-	[ "$rc" -eq 0 ] || status=$rc
-	echo "   $t: $(($(date +%s) - began)) s"
-	stop_serve
+	kill "$serve" 2>/dev/null
+	wait "$serve" 2>/dev/null
+	echo "== $t ($(tail -n 1 "$work/serve-$t.log" | sed -n 's/.* up in \([0-9.]*s\).*/control plane up in \1; /p')test $(($(date +%s) - began)) s)"
+	grep -E '^(--- |PASS|FAIL|panic)|_test.go:[0-9]+:|^[[:space:]]+' "$work/test-$t.log" | head -100 || true
+	return "$rc"
+}
+
+# The tests run $HANDOFF_E2E_PARALLEL at a time (default 2), each on its
+# own control plane: the operator's clients are rate-limited (QPS 10), so
+# the tests mostly wait.
+parallel=${HANDOFF_E2E_PARALLEL:-2}
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
+for t in "${tests[@]}"; do
+	while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do
+		wait -n || true
+	done
+	rm -f "$work/rc-$t"
+	(
+		rc=0
+		run_test "$t" "$@" >"$work/out-$t.txt" 2>&1 || rc=$?
+		echo "$rc" >"$work/rc-$t"
+	) &
+	pids+=($!)
+done
+wait || true
+status=0
+for t in "${tests[@]}"; do
+	[ "$(cat "$work/rc-$t" 2>/dev/null || echo 1)" = 0 ] || status=1
+done
+for t in "${tests[@]}"; do
+	cat "$work/out-$t.txt"
 done
 
 echo
@@ -120,8 +144,8 @@ fi
 echo
 echo "| scenario | obsolete objects | deleted before rollout | by up to | rollout done after | lingering after convergence | of them old Jobs | foreign/kept deleted | API calls / steady reconcile | time |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
-[ -f "$table" ] && cat "$table"
+[ -f "$table" ] && LC_ALL=C sort -s -t '|' -k2,2 "$table"
 echo
-[ -f "$table.notes" ] && cat "$table.notes"
+[ -f "$table.notes" ] && LC_ALL=C sort -s -t : -k1,1 "$table.notes"
 echo "(the reconcilers' log: $log)"
 exit "$status"
