@@ -11,7 +11,12 @@
 # the patch's diffstat and the counts before and after.
 #
 # Usage: bash integrations/knative-operator/run.sh [-keep]
-#   -keep  leave the patched tree in place and print its path
+#        bash integrations/knative-operator/run.sh -prepare [-unpatched]
+#   -keep       leave the patched tree in place and print its path
+#   -prepare    only make the tree (source, stub, patch, this checkout
+#               required): no tests, no module comparison; its path is the
+#               last line printed (e2e.sh builds on it)
+#   -unpatched  with -prepare: the tree as v0.42.2 is, the stub only
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,8 +25,19 @@ version=v0.42.2
 patch="$here/$version.patch"
 pkgs=./pkg/reconciler/...
 lib=github.com/kube-handoff/handoff
-keep=false
-[ "${1:-}" = "-keep" ] && keep=true
+keep=false prepare=false unpatched=false
+for arg in "$@"; do
+	case "$arg" in
+	-keep) keep=true ;;
+	-prepare) prepare=true keep=true ;;
+	-unpatched) unpatched=true ;;
+	*) echo "usage: run.sh [-keep] | run.sh -prepare [-unpatched]" >&2; exit 2 ;;
+	esac
+done
+if $unpatched && ! $prepare; then
+	echo "run.sh: -unpatched goes with -prepare" >&2
+	exit 2
+fi
 
 export GOWORK=off GOFLAGS=-mod=mod
 # A fixed directory, emptied first: the build cache keys packages by their
@@ -61,6 +77,15 @@ counts() {
 		/^[ \t]*--- FAIL/ { fail++ }
 		END { printf "%d tests, %d subtests passed, %d failed\n", top, subs, fail }'
 }
+
+if $prepare; then
+	if ! $unpatched; then
+		git apply "$patch"
+		go mod edit -require="$lib@v0.0.0" -replace="$lib=$repo"
+	fi
+	echo "$src"
+	exit 0
+fi
 
 echo "== before the patch: modules, $pkgs"
 modules >"$work/before.txt"
