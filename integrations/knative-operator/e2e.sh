@@ -35,7 +35,8 @@ if [ "${1:-}" = "-unpatched" ]; then
 	shift
 fi
 # Longest first: they run two at a time.
-tests=(TestServingUpgradeAndRemoval TestEventingUpgrade TestServingSlowStart TestServingUnfetchable)
+tests=(TestServingUpgradeAndRemoval TestEventingSlowStart TestEventingUpgrade TestServingSlowStart
+	TestServingOperatorUpgrade TestServingOperatorUpgradeUnfetchable TestServingUnfetchable)
 # HANDOFF_E2E_TESTS, if set, runs only the tests it names (space-separated).
 if [ -n "${HANDOFF_E2E_TESTS:-}" ]; then
 	read -r -a tests <<<"$HANDOFF_E2E_TESTS"
