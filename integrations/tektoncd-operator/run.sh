@@ -20,16 +20,19 @@ version=v0.80.0
 patch="$here/$version.patch"
 pkgs=./pkg/reconciler/...
 suites='/pkg/reconciler/kubernetes/tektoninstallerset' # the InstallerSet suites: this package and those under it
-keep=false prepare=false unpatched=false
+series=("$here"/series/*.patch) # the same change as commits a maintainer reviews one by one
+keep=false prepare=false unpatched=false byseries=false
 for arg in "$@"; do
 	case "$arg" in
 	-keep) keep=true ;;
 	-prepare) prepare=true keep=true ;;
 	-unpatched) unpatched=true ;;
-	*) echo "usage: run.sh [-keep | -prepare [-unpatched]]" >&2; exit 2 ;;
+	-series) byseries=true ;;
+	*) echo "usage: run.sh [-keep | -prepare [-unpatched] | -series]" >&2; exit 2 ;;
 	esac
 done
 if $unpatched && ! $prepare; then echo "-unpatched goes with -prepare" >&2; exit 2; fi
+if $byseries && $prepare; then echo "-series does not go with -prepare" >&2; exit 2; fi
 
 export GOWORK=off GOFLAGS=-mod=mod
 # A fixed directory, emptied first: the build cache keys packages by their
@@ -69,6 +72,64 @@ counts() {
 		END { printf "%d tests, %d subtests passed, %d failed\n", T, S, F }'
 }
 
+# seriesfiles prints the files a list of patches touch, one a line.
+seriesfiles() {
+	for p in "$@"; do git apply --numstat "$p" | cut -f3; done | LC_ALL=C sort -u
+}
+
+# checkseries applies the series to a copy of the files the patch
+# touches, as they are before it, and compares them with the patched
+# tree: $1 is the tree before the patch (v0.80.0 in the module cache),
+# $2 the tree after.
+checkseries() {
+	local before=$1 after=$2 scratch="$work/series-check" f
+	if [ "$(seriesfiles "$patch")" != "$(seriesfiles "${series[@]}")" ]; then
+		echo "the series touches other files than $(basename "$patch"):"
+		diff <(seriesfiles "$patch") <(seriesfiles "${series[@]}") || true
+		return 1
+	fi
+	rm -rf "$scratch"
+	mkdir -p "$scratch"
+	for f in $(seriesfiles "$patch"); do
+		if [ -f "$before/$f" ]; then
+			mkdir -p "$scratch/$(dirname "$f")"
+			cp "$before/$f" "$scratch/$f"
+		fi
+	done
+	(cd "$scratch" && for p in "${series[@]}"; do git apply "$p" || { echo "$(basename "$p") does not apply"; exit 1; }; done)
+	for f in $(seriesfiles "$patch"); do
+		if ! cmp -s "$scratch/$f" "$after/$f"; then
+			echo "the series and $(basename "$patch") differ in $f:"
+			diff -u "$after/$f" "$scratch/$f" | head -40 || true
+			return 1
+		fi
+	done
+	rm -rf "$scratch"
+}
+
+if $byseries; then
+	# Each commit of the series builds and passes tektoncd/operator's
+	# suites on its own, in order.
+	go mod edit -require=github.com/kube-handoff/handoff@v0.0.0 -replace="github.com/kube-handoff/handoff=$repo"
+	n=0
+	for p in "${series[@]}"; do
+		n=$((n + 1))
+		began=$(date +%s)
+		echo "== $n/${#series[@]} $(basename "$p")"
+		git apply "$p"
+		go vet $pkgs
+		status=0
+		go test -count=1 -v $pkgs >"$work/test.log" 2>&1 || status=$?
+		echo "   packages: $(grep -c '^ok' "$work/test.log") ok, $(grep -c '^FAIL[[:space:]]' "$work/test.log" || true) failed; InstallerSet suites: $(counts <"$work/test.log"); $(($(date +%s) - began))s"
+		if [ "$status" -ne 0 ]; then
+			grep -B2 -A20 -E '^[[:space:]]*--- FAIL|^FAIL|^panic:' "$work/test.log" | head -200 || true
+			exit "$status"
+		fi
+	done
+	echo "== tektoncd/operator $version with the series, commit by commit: ok"
+	exit 0
+fi
+
 if $prepare; then
 	# The same tree, in the same directory (so the build cache is warm),
 	# without the checks.
@@ -94,6 +155,10 @@ echo "== the patch ($(basename "$patch"))"
 git apply --stat "$patch"
 git apply "$patch"
 go mod edit -require=github.com/kube-handoff/handoff@v0.0.0 -replace="github.com/kube-handoff/handoff=$repo"
+
+echo "== the series (series/*.patch, ${#series[@]} commits) is the patch"
+checkseries "$dir" "$src"
+echo "   applied in order, they give the patched files"
 
 echo "== the README's Go excerpts are the patched code"
 awk '/^```go$/ { f = 1; next } /^```$/ { f = 0 } f && NF' "$here/README.md" |
