@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -130,6 +131,19 @@ type Executor struct {
 	// kept, handoff durations and wait times (see [MetricAPICalls] and the
 	// names beside it).
 	Metrics Metrics
+	// Concurrency is how many set writes of one kind a Step may have under
+	// way at once: the marks of the sets it supersedes or releases, the
+	// creates of a role's sets, the deletes of the sets it retires, each a
+	// write of a whole set (hundreds of kilobytes for a large release) the
+	// API server handles on its own. 0 or 1 writes one at a time in plan
+	// order, stopping at the first failure. Above 1, a run of writes of one
+	// kind goes out together, at most Concurrency at a time, and the Step
+	// stops after all of them returned, with their errors joined;
+	// everything before them (a retirement's handover) is still done in
+	// order, one set at a time, and resource writes are never concurrent.
+	// Sets, if set, must then be safe for concurrent use. Under a client
+	// rate limiter the writes still wait for it.
+	Concurrency int
 	// DryRun plans and reads but writes nothing; the result lists the
 	// writes it would have made.
 	DryRun bool
@@ -374,7 +388,9 @@ func (r *run) record(c Call) {
 // Step runs one reconcile: it lists the family, plans, and carries out the
 // plan's writes in order. desired nil removes the component. It stops at the
 // first failed write and returns the error; the next Step plans again from
-// what is on the cluster, so an interrupted Step is simply resumed.
+// what is on the cluster, so an interrupted Step is simply resumed. (With
+// [Executor.Concurrency] above 1, set writes of one kind go out together
+// and the Step stops once all of them have returned.)
 //
 // Each write updates the family as the rest of the Step sees it: a set
 // retired earlier in the Step is no successor of a later one, and a set
@@ -520,12 +536,20 @@ func (r *run) carryOut(ctx context.Context, plan Plan, desired *Desired) error {
 			r.retiring = append(r.retiring, a.UID)
 		}
 	}
-	for _, a := range plan.Actions {
+	for i := 0; i < len(plan.Actions); {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if r.outOfTime() {
 			return errOutOfTime
+		}
+		a := plan.Actions[i]
+		if n := r.batchable(plan.Actions[i:]); n > 1 {
+			if err := r.batch(ctx, plan.Actions[i:i+n], desired); err != nil {
+				return err
+			}
+			i += n
+			continue
 		}
 		var err error
 		switch a.Kind {
@@ -548,8 +572,104 @@ func (r *run) carryOut(ctx context.Context, plan Plan, desired *Desired) error {
 		if err != nil {
 			return err
 		}
+		i++
 	}
 	return nil
+}
+
+// batchable returns how many of actions, from the first, the Step may
+// write together: with [Executor.Concurrency] above 1 and no dry run, a
+// run of marks, creates or retirements of one kind. A retirement of a
+// set without a finalizer is finalized by the Step itself right after
+// its delete, so it ends a run (and is never in one).
+func (r *run) batchable(actions []Action) int {
+	if r.e.Concurrency <= 1 || r.e.DryRun {
+		return 0
+	}
+	ok := func(a Action) bool {
+		switch a.Kind {
+		case ActionSupersede, ActionRelease, ActionCreate:
+			return true
+		case ActionRetire:
+			s, found := r.set(a.UID)
+			return found && !needsFinalizer(*s)
+		}
+		return false
+	}
+	n := 0
+	for n < len(actions) && actions[n].Kind == actions[0].Kind && ok(actions[n]) {
+		n++
+	}
+	return n
+}
+
+// A setWrite is one write of a batch: send makes the call (concurrently
+// with the batch's others) and done takes its answer, in plan order.
+type setWrite struct {
+	send func(ctx context.Context) (*unstructured.Unstructured, error)
+	done func(ctx context.Context, live *unstructured.Unstructured, err error) error
+}
+
+// batch carries out a run of actions of one kind (see batchable): what
+// comes before each write is done in order; the writes then go out at
+// most Concurrency at a time; their answers are taken in order. It
+// returns every write's error, joined.
+func (r *run) batch(ctx context.Context, actions []Action, desired *Desired) error {
+	var writes []setWrite
+	var prepErr error
+	for _, a := range actions {
+		var w *setWrite
+		var err error
+		switch a.Kind {
+		case ActionSupersede:
+			w, err = r.markWrite(a, desired.Generation)
+		case ActionRelease:
+			w, err = r.markWrite(a, "")
+		case ActionCreate:
+			w, err = r.createWrite(ctx, *desired, roleNamed(desired, a.Role))
+		case ActionRetire:
+			w, err = r.retireWrite(ctx, a.UID)
+		}
+		if err != nil {
+			// As one at a time: nothing after a failure is tried; what
+			// was made ready before it is still written.
+			prepErr = err
+			break
+		}
+		if w != nil {
+			writes = append(writes, *w)
+		}
+	}
+	type answer struct {
+		live *unstructured.Unstructured
+		err  error
+	}
+	answers := make([]answer, len(writes))
+	sem := make(chan struct{}, r.e.Concurrency)
+	var wg sync.WaitGroup
+	for i, w := range writes {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			live, err := w.send(ctx)
+			answers[i] = answer{live, err}
+		}()
+	}
+	wg.Wait()
+	var errs []error
+	for i, w := range writes {
+		if err := w.done(ctx, answers[i].live, answers[i].err); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if prepErr != nil && !errors.Is(prepErr, errOutOfTime) || len(errs) == 0 {
+		errs = append(errs, prepErr)
+	}
+	// A write that failed is reported even when the Step ran out of time
+	// before its next one: a Step out of time returns no error.
+	return errors.Join(errs...)
 }
 
 func roleNamed(d *Desired, name string) Role {
@@ -564,6 +684,21 @@ func roleNamed(d *Desired, name string) Role {
 // mark sets (gen non-empty) or removes the superseded annotation. The UID in
 // the patch makes it fail rather than touch a re-created set of that name.
 func (r *run) mark(ctx context.Context, a Action, gen string) error {
+	w, err := r.markWrite(a, gen)
+	if err != nil || w == nil {
+		return err
+	}
+	return w.run(ctx)
+}
+
+// run sends w and takes its answer.
+func (w *setWrite) run(ctx context.Context) error {
+	live, err := w.send(ctx)
+	return w.done(ctx, live, err)
+}
+
+// markWrite is mark's patch, as a write; nil in a dry run.
+func (r *run) markWrite(a Action, gen string) (*setWrite, error) {
 	var val any
 	if gen != "" {
 		val = gen
@@ -573,24 +708,30 @@ func (r *run) mark(ctx context.Context, a Action, gen string) error {
 		"annotations": map[string]any{r.family.supersededAnnotation(): val},
 	}})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r.record(Call{Verb: "patch", Resource: r.family.Resource.Resource, Name: a.Set})
 	if r.e.DryRun {
 		if s, ok := r.set(a.UID); ok {
 			s.SupersededBy = gen
 		}
-		return nil
+		return nil, nil
 	}
-	live, err := r.e.sets().Patch(ctx, a.Set, types.MergePatchType, patch, metav1.PatchOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return &SetError{Name: a.Set, Err: fmt.Errorf("mark superseded by %q: %w", gen, err)}
-	}
-	r.saw(live)
-	return nil
+	return &setWrite{
+		send: func(ctx context.Context) (*unstructured.Unstructured, error) {
+			return r.e.sets().Patch(ctx, a.Set, types.MergePatchType, patch, metav1.PatchOptions{})
+		},
+		done: func(_ context.Context, live *unstructured.Unstructured, err error) error {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			if err != nil {
+				return &SetError{Name: a.Set, Err: fmt.Errorf("mark superseded by %q: %w", gen, err)}
+			}
+			r.saw(live)
+			return nil
+		},
+	}, nil
 }
 
 // build makes the desired set of a role with the family's labels.
@@ -634,34 +775,51 @@ func (r *run) build(ctx context.Context, d Desired, role Role) (*unstructured.Un
 }
 
 func (r *run) create(ctx context.Context, d Desired, role Role) error {
+	w, err := r.createWrite(ctx, d, role)
+	if err != nil || w == nil {
+		return err
+	}
+	return w.run(ctx)
+}
+
+// createWrite builds the set of role and returns its create, as a write;
+// nil in a dry run.
+func (r *run) createWrite(ctx context.Context, d Desired, role Role) (*setWrite, error) {
 	obj, err := r.build(ctx, d, role)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r.record(Call{Verb: "create", Resource: r.family.Resource.Resource, Name: obj.GetName()})
 	if r.e.DryRun {
-		return nil
+		return nil, nil
 	}
-	made, err := r.e.sets().Create(ctx, obj, metav1.CreateOptions{})
-	if !apierrors.IsAlreadyExists(err) {
-		if err != nil {
-			return &SetError{Name: obj.GetName(), Err: fmt.Errorf("create: %w", err)}
-		}
-		r.saw(made)
-		return nil
-	}
-	// A retried create after a lost response: adopt the set if it is ours.
-	r.setReads.gets++
-	live, err := r.e.sets().Get(ctx, obj.GetName(), metav1.GetOptions{})
-	if err != nil {
-		return &SetError{Name: obj.GetName(), Err: fmt.Errorf("get after AlreadyExists: %w", err)}
-	}
-	s, err := r.family.Observe(live)
-	if err != nil || s.Generation != d.Generation || s.Role != role.Name || s.Deleting {
-		return &SetError{Name: obj.GetName(), Err: fmt.Errorf("%w: not the live set of %s/%s", ErrNameTaken, d.Generation, role.Name)}
-	}
-	r.saw(live)
-	return nil
+	return &setWrite{
+		send: func(ctx context.Context) (*unstructured.Unstructured, error) {
+			return r.e.sets().Create(ctx, obj, metav1.CreateOptions{})
+		},
+		done: func(ctx context.Context, made *unstructured.Unstructured, err error) error {
+			if !apierrors.IsAlreadyExists(err) {
+				if err != nil {
+					return &SetError{Name: obj.GetName(), Err: fmt.Errorf("create: %w", err)}
+				}
+				r.saw(made)
+				return nil
+			}
+			// A retried create after a lost response: adopt the set if it
+			// is ours.
+			r.setReads.gets++
+			live, err := r.e.sets().Get(ctx, obj.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return &SetError{Name: obj.GetName(), Err: fmt.Errorf("get after AlreadyExists: %w", err)}
+			}
+			s, err := r.family.Observe(live)
+			if err != nil || s.Generation != d.Generation || s.Role != role.Name || s.Deleting {
+				return &SetError{Name: obj.GetName(), Err: fmt.Errorf("%w: not the live set of %s/%s", ErrNameTaken, d.Generation, role.Name)}
+			}
+			r.saw(live)
+			return nil
+		},
+	}, nil
 }
 
 func (r *run) update(ctx context.Context, d Desired, role Role, cur Set) error {
@@ -859,20 +1017,36 @@ func (r *run) others(uid types.UID) []Set {
 // finalizer, the obsolete resources installed without an owner deleted)
 // and then deletes exactly that set, by name and UID.
 func (r *run) retire(ctx context.Context, uid types.UID) error {
+	w, err := r.retireWrite(ctx, uid)
+	if err != nil || w == nil {
+		return err
+	}
+	return w.run(ctx)
+}
+
+// needsFinalizer reports whether a set has no finalizer, so no controller
+// to finalize it (deleted before its controller first saw it, or it has
+// none): the garbage collector takes what it owns, but what it installed
+// without an owner would stay for good.
+func needsFinalizer(s Set) bool { return s.Object != nil && len(s.Object.GetFinalizers()) == 0 }
+
+// retireWrite does what a retirement does before its delete and returns
+// the delete, as a write; nil in a dry run or for a set not in the view.
+func (r *run) retireWrite(ctx context.Context, uid types.UID) (*setWrite, error) {
 	sp, ok := r.set(uid)
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	s := *sp
 	d := r.decide(uid)
 	others := r.others(uid)
 	var errs []error
 	if err := r.prefetch(ctx, refsOf(d.Items)); err != nil {
-		return &SetError{Name: s.Name, Err: fmt.Errorf("retire: read what it lists: %w", err)}
+		return nil, &SetError{Name: s.Name, Err: fmt.Errorf("retire: read what it lists: %w", err)}
 	}
 	for _, it := range d.Items {
 		if r.outOfTime() {
-			return errOutOfTime
+			return nil, errOutOfTime
 		}
 		done, what, err := r.settle(ctx, s, others, it, false)
 		if err != nil {
@@ -883,19 +1057,16 @@ func (r *run) retire(ctx context.Context, uid types.UID) error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return &SetError{Name: s.Name, Err: fmt.Errorf("retire: hand over or release resources: %w", err)}
+		return nil, &SetError{Name: s.Name, Err: fmt.Errorf("retire: hand over or release resources: %w", err)}
 	}
-	// A set with no finalizer has no controller to finalize it (deleted
-	// before its controller first saw it, or it has none). The garbage
-	// collector takes what it owns; what it installed without an owner
-	// would stay for good. The executor finalizes it itself: its own
-	// finalizer keeps the set until that is deleted, so a delete that
-	// fails is tried again by the next Step (ActionFinalize), and nothing
-	// is deleted while a live set lists it.
-	own := s.Object != nil && len(s.Object.GetFinalizers()) == 0
+	// A set with no finalizer: the executor finalizes it itself. Its own
+	// finalizer keeps the set until that is done, so a delete that fails
+	// is tried again by the next Step (ActionFinalize), and nothing is
+	// deleted while a live set lists it.
+	own := needsFinalizer(s)
 	if own {
 		if err := r.addFinalizer(ctx, s); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	policy := r.e.Propagation
@@ -905,27 +1076,33 @@ func (r *run) retire(ctx context.Context, uid types.UID) error {
 	r.record(Call{Verb: "delete", Resource: r.family.Resource.Resource, Name: s.Name})
 	sp.Deleting = true // no later retire of this Step hands anything to it
 	if r.e.DryRun {
-		return nil
+		return nil, nil
 	}
-	err := r.e.sets().Delete(ctx, s.Name, metav1.DeleteOptions{
-		Preconditions:     &metav1.Preconditions{UID: &uid},
-		PropagationPolicy: &policy,
-	})
-	switch {
-	case err == nil:
-	case apierrors.IsNotFound(err):
-		return nil
-	case apierrors.IsConflict(err):
-		// The UID precondition failed: the name now holds another object,
-		// which this plan did not name. Leave it alone.
-		return nil
-	default:
-		return &SetError{Name: s.Name, Err: fmt.Errorf("retire: %w", err)}
-	}
-	if own {
-		return r.finish(ctx, uid)
-	}
-	return nil
+	return &setWrite{
+		send: func(ctx context.Context) (*unstructured.Unstructured, error) {
+			return nil, r.e.sets().Delete(ctx, s.Name, metav1.DeleteOptions{
+				Preconditions:     &metav1.Preconditions{UID: &uid},
+				PropagationPolicy: &policy,
+			})
+		},
+		done: func(ctx context.Context, _ *unstructured.Unstructured, err error) error {
+			switch {
+			case err == nil:
+			case apierrors.IsNotFound(err):
+				return nil
+			case apierrors.IsConflict(err):
+				// The UID precondition failed: the name now holds another
+				// object, which this plan did not name. Leave it alone.
+				return nil
+			default:
+				return &SetError{Name: s.Name, Err: fmt.Errorf("retire: %w", err)}
+			}
+			if own {
+				return r.finish(ctx, uid)
+			}
+			return nil
+		},
+	}, nil
 }
 
 // addFinalizer puts [ExecutorFinalizer] on a set that has no finalizer, on
