@@ -40,6 +40,10 @@ type apiCounter struct {
 	open         int
 	opened       time.Time
 	busy, waited time.Duration
+	// spent sums the calls' wall time by verb, from sending a call to
+	// reading the end of its response (waits for the limiter excluded):
+	// calls that overlap each count whole.
+	spent map[string]time.Duration
 }
 
 // apiCount is what an apiCounter saw up to some moment.
@@ -53,6 +57,7 @@ type apiCount struct {
 	// waits for the client-side rate limiter included (watches excluded);
 	// waited is the calls' time in those waits, summed.
 	busy, waited time.Duration
+	spent        map[string]time.Duration
 }
 
 // throttle gives c's clients client-go's client-side rate limiter: the
@@ -167,12 +172,22 @@ func (c *apiCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 			return resp, err
 		}
 		c.enter()
+		sent := time.Now()
+		done := func() {
+			c.leave()
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.spent == nil {
+				c.spent = map[string]time.Duration{}
+			}
+			c.spent[verb] += time.Since(sent)
+		}
 		resp, err := rt.RoundTrip(req)
 		if err != nil || resp.Body == nil {
-			c.leave()
+			done()
 			return resp, err
 		}
-		resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.bytes, done: c.leave}
+		resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.bytes, done: done}
 		return resp, err
 	})
 }
@@ -185,7 +200,7 @@ func (c *apiCounter) now() apiCount {
 	if c.open > 0 {
 		busy += time.Since(c.opened)
 	}
-	return apiCount{calls: maps.Clone(c.calls), lists: maps.Clone(c.lists), bytes: c.bytes.Load(), busy: busy, waited: c.waited}
+	return apiCount{calls: maps.Clone(c.calls), lists: maps.Clone(c.lists), bytes: c.bytes.Load(), busy: busy, waited: c.waited, spent: maps.Clone(c.spent)}
 }
 
 // since returns what c counted after at.
@@ -200,6 +215,12 @@ func (c *apiCounter) since(at apiCount) apiCount {
 	for l, n := range cur.lists {
 		if d := n - at.lists[l]; d != 0 {
 			out.lists[l] = d
+		}
+	}
+	out.spent = map[string]time.Duration{}
+	for v, d := range cur.spent {
+		if d -= at.spent[v]; d != 0 {
+			out.spent[v] = d
 		}
 	}
 	return out
@@ -219,7 +240,25 @@ func (a apiCount) add(b apiCount) apiCount {
 	for l, n := range b.lists {
 		out.lists[l] += n
 	}
+	out.spent = maps.Clone(a.spent)
+	if out.spent == nil {
+		out.spent = map[string]time.Duration{}
+	}
+	for v, d := range b.spent {
+		out.spent[v] += d
+	}
 	return out
+}
+
+// spentString renders a's time in calls by verb, in the order of verbs.
+func (a apiCount) spentString(verbs []string) string {
+	var parts []string
+	for _, v := range verbs {
+		if d := a.spent[v]; d > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.2f s", v, d.Seconds()))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (a apiCount) total() int {

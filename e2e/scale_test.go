@@ -33,9 +33,11 @@ const (
 	// means 100,1000,5000 (20000 runs on demand).
 	scaleSizesEnv = "HANDOFF_SCALE_SIZES"
 	// scaleFlowsEnv lists the flows run unthrottled, comma-separated, of
-	// handoff (the executor reading sets from the API server), cache
+	// handoff (the executor reading sets from the API server), parallel
+	// (the same, its set writes scaleConcurrency at a time), cache
 	// (reading them from a dynamic informer's lister) and legacy
-	// (tektoncd/operator's delete-then-create); unset means all three.
+	// (tektoncd/operator's delete-then-create); unset means handoff,
+	// cache and legacy.
 	scaleFlowsEnv = "HANDOFF_SCALE_FLOWS"
 	// scaleThrottledFlowsEnv lists the flows run under each client-side
 	// rate limit; unset means handoff,legacy.
@@ -46,6 +48,9 @@ const (
 	// limit (QPS 5, burst 10).
 	scaleQPSEnv = "HANDOFF_SCALE_QPS"
 )
+
+// scaleConcurrency is the parallel flow's Executor.Concurrency.
+const scaleConcurrency = 4
 
 // setChunk is the most resources one set lists: a set of 500 is about
 // 250 KB, like tektoncd/operator's pipelines sets, and etcd stores at most
@@ -276,8 +281,8 @@ func (r scaleResult) report(b *testing.B) {
 
 // summary is one upgrade's figures, for the log.
 func (r scaleResult) summary() string {
-	return fmt.Sprintf("exec %v (waited %v), %d calls (%s), read %.1f MB, heap +%.1f MB, %d steps | retire: step %s; pairs %d (%d over %d sets) | finalizer %v, %d calls (%s) | gap %d ms, %d absent | upgrade %.1f s",
-		r.took.Round(time.Millisecond), r.exec.waited.Round(time.Millisecond), r.exec.total(), r.exec, float64(r.exec.bytes)/1e6, float64(r.heap)/1e6, r.steps,
+	return fmt.Sprintf("exec %v (waited %v), %d calls (%s; in calls: %s), read %.1f MB, heap +%.1f MB, %d steps | retire: step %s; pairs %d (%d over %d sets) | finalizer %v, %d calls (%s) | gap %d ms, %d absent | upgrade %.1f s",
+		r.took.Round(time.Millisecond), r.exec.waited.Round(time.Millisecond), r.exec.total(), r.exec, r.exec.spentString(scaleVerbs), float64(r.exec.bytes)/1e6, float64(r.heap)/1e6, r.steps,
 		r.retire, r.pairs, r.setPairs, r.sets, r.fin.busy.Round(time.Millisecond), r.fin.total(), r.fin, r.gap.Milliseconds(), r.absent, r.upgrade.Seconds())
 }
 
@@ -571,6 +576,8 @@ func (s *scaler) setup(ctx context.Context, flow string) {
 	s.planner = handoff.Planner{Family: e.fam, RoleOrder: s.roles}
 	switch flow {
 	case "handoff", "legacy":
+	case "parallel":
+		e.exec.Concurrency = scaleConcurrency
 	case "cache":
 		dyn, err := s.inf.client()
 		if err != nil {
@@ -585,7 +592,7 @@ func (s *scaler) setup(ctx context.Context, flow string) {
 		s.lister = dynamiclister.New(inf.Informer().GetIndexer(), e.fam.Resource)
 		e.exec.Cache = s.lister
 	default:
-		b.Fatalf("unknown flow %q (want handoff, cache or legacy)", flow)
+		b.Fatalf("unknown flow %q (want handoff, parallel, cache or legacy)", flow)
 	}
 }
 
