@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
-# Runs tektoncd/operator's own TektonPipeline and TektonInstallerSet
-# reconcilers, patched with v0.80.0.patch, in process against a real
-# control plane (etcd, kube-apiserver, kube-controller-manager), through a
-# release upgrade, the same upgrade with the operator stopped after its k-th
-# write and restarted, a rollback before the new release is Ready, a switch
-# to a StatefulSet and back, a spec change, a target-namespace change and a
-# removal, each on a control plane of its own, and prints a markdown table
-# of what each did to the objects the component installs.
+# Runs tektoncd/operator's own TektonPipeline, TektonTrigger and
+# TektonInstallerSet reconcilers, patched with v0.80.0.patch, in process
+# against a real control plane (etcd, kube-apiserver,
+# kube-controller-manager): for a TektonPipeline a release upgrade, the same
+# upgrade with the operator stopped after its k-th write and restarted, a
+# rollback before the new release is Ready, a switch to a StatefulSet and
+# back, a spec change, a target-namespace change and a removal; for a
+# TektonTrigger a release upgrade, a target-namespace change and a removal;
+# each on a control plane of its own. It prints a markdown table of what
+# each did to the objects the component installs.
 #
 #  1. run.sh -prepare: v0.80.0 from the module proxy, patched, requiring
 #     this checkout, in run.sh's fixed directory (warm build cache);
-#  2. e2e/*.go.txt copied into it: two build-tagged (handoff_e2e) files
-#     that construct the two reconcilers from clients, and the test package
-#     pkg/reconciler/kubernetes/handoffe2e;
+#  2. e2e/*.go.txt copied into it: three build-tagged (handoff_e2e) files
+#     that construct the three reconcilers from clients, and the test
+#     package pkg/reconciler/kubernetes/handoffe2e;
 #  3. a KO_DATA_PATH: the operator's kodata (its proxy webhook) and, as
 #     tekton-pipeline/<version>, the pipeline release's config/ from the
 #     tektoncd/pipeline module v0.80.0 builds with (images resolved to
-#     plain references, pipelines-info given the version);
+#     plain references, pipelines-info given the version), and as
+#     tekton-trigger/<version> the triggers release's config/ (with its
+#     interceptors) from the tektoncd/triggers module it builds with;
 #  4. the control-plane binaries (hack/controlplane/build.sh: cached, or
 #     built once, about 12 minutes on 2 cores) and
 #     internal/controlplane/cmd/serve, which each test runs to start its
@@ -54,6 +58,7 @@ echo "   $tree"
 
 cp "$here/e2e/tektoninstallerset_export.go.txt" "$tree/pkg/reconciler/kubernetes/tektoninstallerset/zz_handoff_e2e.go"
 cp "$here/e2e/tektonpipeline_export.go.txt" "$tree/pkg/reconciler/kubernetes/tektonpipeline/zz_handoff_e2e.go"
+cp "$here/e2e/tektontrigger_export.go.txt" "$tree/pkg/reconciler/kubernetes/tektontrigger/zz_handoff_e2e.go"
 mkdir -p "$tree/pkg/reconciler/kubernetes/handoffe2e"
 for f in "$here"/e2e/*_test.go.txt; do
 	cp "$f" "$tree/pkg/reconciler/kubernetes/handoffe2e/$(basename "${f%.txt}")"
@@ -74,6 +79,16 @@ mkdir -p "$rel"
 		-e "s|version: \"devel\"|version: \"$pver\"|" "$pdir/config/$f" >"$out"
 done
 echo "   tektoncd/pipeline $pver: $(ls "$rel" | wc -l) files"
+triggers=$(cd "$tree" && go list -m -f '{{.Dir}} {{.Version}}' github.com/tektoncd/triggers)
+tdir=${triggers% *} tver=${triggers#* }
+trel="$kodata/tekton-trigger/${tver#v}"
+mkdir -p "$trel"
+(cd "$tdir/config" && find . -name '*.yaml' | LC_ALL=C sort) | while read -r f; do
+	out="$trel/$(echo "${f#./}" | tr / _)"
+	sed -e "s|ko://github.com/tektoncd/triggers/cmd/\([a-z0-9/-]*\)|ghcr.io/tektoncd/triggers/\1:$tver|" \
+		-e "s|version: \"devel\"|version: \"$tver\"|" -e "s|release: \"devel\"|release: \"$tver\"|" "$tdir/config/$f" >"$out"
+done
+echo "   tektoncd/triggers $tver: $(ls "$trel" | wc -l) files"
 
 echo "== control plane (serve; each test starts its own)"
 bindir=$(bash "$repo/hack/controlplane/build.sh" | tail -n 1)
