@@ -36,8 +36,7 @@ const (
 	// handoff (the executor reading sets from the API server), parallel
 	// (the same, its set writes scaleConcurrency at a time), cache
 	// (reading them from a dynamic informer's lister) and legacy
-	// (tektoncd/operator's delete-then-create); unset means handoff,
-	// cache and legacy.
+	// (tektoncd/operator's delete-then-create); unset means all four.
 	scaleFlowsEnv = "HANDOFF_SCALE_FLOWS"
 	// scaleThrottledFlowsEnv lists the flows run under each client-side
 	// rate limit; unset means handoff,legacy.
@@ -152,7 +151,7 @@ func BenchmarkScale(b *testing.B) {
 			b.Fatalf("%s: size %q is not a number of at least 2", scaleSizesEnv, n)
 		}
 		for _, mode := range modes {
-			flows := scaleList(b, scaleFlowsEnv, "handoff,cache,legacy")
+			flows := scaleList(b, scaleFlowsEnv, "handoff,parallel,cache,legacy")
 			if mode.qps > 0 {
 				flows = scaleList(b, scaleThrottledFlowsEnv, "handoff,legacy")
 			}
