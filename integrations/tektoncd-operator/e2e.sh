@@ -69,26 +69,24 @@ kodata="$work/kodata"
 rm -rf "$kodata"
 mkdir -p "$kodata"
 cp -R "$tree/cmd/kubernetes/operator/kodata/webhook" "$kodata/"
-pipeline=$(cd "$tree" && go list -m -f '{{.Dir}} {{.Version}}' github.com/tektoncd/pipeline)
-pdir=${pipeline% *} pver=${pipeline#* }
-rel="$kodata/tekton-pipeline/${pver#v}"
-mkdir -p "$rel"
-(cd "$pdir/config" && find . -name '*.yaml' | LC_ALL=C sort) | while read -r f; do
-	out="$rel/$(echo "${f#./}" | tr / _)"
-	sed -e "s|ko://github.com/tektoncd/pipeline/cmd/\([a-z0-9/-]*\)|ghcr.io/tektoncd/pipeline/\1:$pver|" \
-		-e "s|version: \"devel\"|version: \"$pver\"|" "$pdir/config/$f" >"$out"
-done
-echo "   tektoncd/pipeline $pver: $(ls "$rel" | wc -l) files"
-triggers=$(cd "$tree" && go list -m -f '{{.Dir}} {{.Version}}' github.com/tektoncd/triggers)
-tdir=${triggers% *} tver=${triggers#* }
-trel="$kodata/tekton-trigger/${tver#v}"
-mkdir -p "$trel"
-(cd "$tdir/config" && find . -name '*.yaml' | LC_ALL=C sort) | while read -r f; do
-	out="$trel/$(echo "${f#./}" | tr / _)"
-	sed -e "s|ko://github.com/tektoncd/triggers/cmd/\([a-z0-9/-]*\)|ghcr.io/tektoncd/triggers/\1:$tver|" \
-		-e "s|version: \"devel\"|version: \"$tver\"|" -e "s|release: \"devel\"|release: \"$tver\"|" "$tdir/config/$f" >"$out"
-done
-echo "   tektoncd/triggers $tver: $(ls "$trel" | wc -l) files"
+# release MODULE DIR [label]: the tektoncd/MODULE release's config/, as
+# $kodata/DIR/<version>/, flattened, its images resolved to plain
+# references and its version given (label: its release labels too).
+release() {
+	local mod=$1 dir=$2 m d v rel extra=()
+	m=$(cd "$tree" && go list -m -f '{{.Dir}} {{.Version}}' "github.com/tektoncd/$mod")
+	d=${m% *} v=${m#* }
+	[ "${3:-}" = label ] && extra=(-e "s|release: \"devel\"|release: \"$v\"|")
+	rel="$kodata/$dir/${v#v}"
+	mkdir -p "$rel"
+	(cd "$d/config" && find . -name '*.yaml' | LC_ALL=C sort) | while read -r f; do
+		sed -e "s|ko://github.com/tektoncd/$mod/cmd/\([a-z0-9/-]*\)|ghcr.io/tektoncd/$mod/\1:$v|" \
+			-e "s|version: \"devel\"|version: \"$v\"|" ${extra[@]+"${extra[@]}"} "$d/config/$f" >"$rel/$(echo "${f#./}" | tr / _)"
+	done
+	echo "   tektoncd/$mod $v: $(ls "$rel" | wc -l) files"
+}
+release pipeline tekton-pipeline
+release triggers tekton-trigger label
 
 echo "== control plane (serve; each test starts its own)"
 bindir=$(bash "$repo/hack/controlplane/build.sh" | tail -n 1)
