@@ -165,8 +165,12 @@ func notReady(t *testing.T, c *handofftest.Cluster, name string) {
 // API server is Ready for its current spec (I5), and the upgrades converge.
 func TestCacheRandomLagNeverRetiresOnStaleState(t *testing.T) {
 	ctx := context.Background()
-	for seed := int64(1); seed <= 40; seed++ {
-		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+	// With a metadata client (Executor.Metadata), the confirmation is a
+	// List of the family's metadata, and a cache that lags is caught by
+	// the resourceVersions it holds.
+	for seed := int64(1); seed <= 80; seed++ {
+		withMetadata := seed > 40
+		t.Run(fmt.Sprintf("seed %d metadata %v", seed, withMetadata), func(t *testing.T) {
 			rng := rand.New(rand.NewSource(seed))
 			w := handofftest.NewWorld("Comp")
 			gens := map[string]*handoff.Desired{}
@@ -202,6 +206,10 @@ func TestCacheRandomLagNeverRetiresOnStaleState(t *testing.T) {
 				return handofftest.Fault{}
 			})
 			w.Executor.Cache = cache
+			md := metadataOver(w.Cluster.ClientFor("executor"))
+			if withMetadata {
+				w.Executor.Metadata = md
+			}
 			// Upgrades abandoned after a round or two, then rolled back:
 			// a lagging cache then still shows the old generation Ready
 			// and unmarked, as it was before the upgrade began.
@@ -249,6 +257,9 @@ func TestCacheRandomLagNeverRetiresOnStaleState(t *testing.T) {
 			defer mu.Unlock()
 			if retires == 0 {
 				t.Fatal("no set was retired: the test shows nothing")
+			}
+			if withMetadata && md.listed(handofftest.SetResource.Resource) == 0 {
+				t.Fatal("no confirmation listed the family's metadata: the test shows nothing")
 			}
 			for _, b := range bad {
 				t.Error(b)

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -38,6 +39,16 @@ type SetClient interface {
 }
 
 var _ SetClient = dynamic.ResourceInterface(nil)
+
+// SetMetadataClient reads the metadata of the set kind's objects alone: a
+// subset of client-go's metadata.ResourceInterface, so
+// metadata.Interface.Resource(gvr) (and its Namespace(ns)) satisfies it.
+type SetMetadataClient interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*metav1.PartialObjectMetadata, error)
+}
+
+var _ SetMetadataClient = metadata.ResourceInterface(nil)
 
 // SetLister lists sets from a cache. client-go's dynamiclister.Lister, over
 // a dynamic informer of the set resource, implements it; an operator's
@@ -67,8 +78,26 @@ type Executor struct {
 	// it lists the family from the API server and plans again from that,
 	// and only that plan is carried out. Updates and marks need no
 	// confirmation: UIDs and resourceVersions keep them safe.
-	// Finalize always reads from the API server.
+	// Finalize always reads from the API server. With [Executor.Metadata]
+	// the confirmation lists the family's metadata alone, and keeps the
+	// plan made from the cache when every set's UID and resourceVersion
+	// are those the cache holds (the same objects, byte for byte); only
+	// otherwise does it list the sets whole.
 	Cache SetLister
+	// Metadata, if set, reads metadata alone where the executor decides
+	// from nothing else (client-go's metadata.NewForConfig asks for
+	// PartialObjectMetadata, as protobuf, so the server neither sends nor
+	// the client decodes what sets and resources hold): the confirmation
+	// of a plan made from Cache, through SetsMetadata, and, where Objects
+	// is nil (or made by [NewDynamicObjects]), the Lists of the resources
+	// a retirement hands over and Finalize deletes. What an [ObjectProbe]
+	// reads is always read whole.
+	Metadata metadata.Interface
+	// SetsMetadata reads the sets' metadata; nil means
+	// Metadata.Resource(Family.Resource) when Sets is nil too. An
+	// executor whose Sets is namespaced (package inventory's) sets it to
+	// the same namespace.
+	SetsMetadata SetMetadataClient
 	// Objects reaches the resources sets list, for the ownership handover
 	// before a retirement and for [Executor.Finalize]; nil means
 	// [NewDynamicObjects] over Dynamic and Mapper, made anew for each call.
@@ -214,6 +243,18 @@ func (e *Executor) sets() SetClient {
 	return e.Dynamic.Resource(e.Family.Resource)
 }
 
+// setsMetadata returns the client of the sets' metadata; nil when there is
+// none.
+func (e *Executor) setsMetadata() SetMetadataClient {
+	switch {
+	case e.SetsMetadata != nil:
+		return e.SetsMetadata
+	case e.Sets == nil && e.Metadata != nil:
+		return e.Metadata.Resource(e.Family.Resource)
+	}
+	return nil
+}
+
 // run is one call of Step or Finalize: the family as the call sees it, kept
 // current as the call's own writes land, and the way to the resources.
 type run struct {
@@ -234,8 +275,9 @@ type run struct {
 	live          liveState // what the call read of listed resources
 	staying       types.UID // the set prune works for: it does not go, so the garbage collector takes nothing of it
 	setReads      struct{ lists, gets int }
-	keptCount     int       // resources handed over or released by retirements
-	deadline      time.Time // from StepTimeout; zero: none
+	cached        map[types.UID]string // the resourceVersions of the sets the cache gave the view
+	keptCount     int                  // resources handed over or released by retirements
+	deadline      time.Time            // from StepTimeout; zero: none
 }
 
 // errOutOfTime stops a Step whose [Executor.StepTimeout] ran out.
@@ -263,10 +305,10 @@ func (e *Executor) start() (*run, error) {
 	switch o := r.objects.(type) {
 	case nil:
 		if e.Dynamic != nil && res != nil {
-			r.objects = &dynamicObjects{client: e.Dynamic, mapper: e.Mapper, res: res}
+			r.objects = &dynamicObjects{client: e.Dynamic, mapper: e.Mapper, meta: e.Metadata, res: res}
 		}
 	case callScoped:
-		r.objects = o.forCall(e.Discovery)
+		r.objects = o.forCall(e.Discovery, e.Metadata)
 	}
 	return r, nil
 }
@@ -279,8 +321,10 @@ func (r *run) observeCache() error {
 		return fmt.Errorf("list %s with %s from the cache: %w", fam.Resource.Resource, fam.LabelSelector(), err)
 	}
 	items := make([]unstructured.Unstructured, len(objs))
+	r.cached = make(map[types.UID]string, len(objs))
 	for i, o := range objs {
 		items[i] = *o
+		r.cached[o.GetUID()] = o.GetResourceVersion()
 	}
 	r.view, _ = fam.ObserveAll(items)
 	r.decider = nil
@@ -299,6 +343,32 @@ func (r *run) observe(ctx context.Context) error {
 	r.view, _ = fam.ObserveAll(list.Items)
 	r.decider = nil
 	return nil
+}
+
+// cacheCurrent reports whether the API server holds exactly the sets the
+// cache gave the view, each at the resourceVersion the cache holds: one
+// List of the family's metadata alone. Without a client of the sets'
+// metadata it reports false, and the caller lists the sets whole.
+func (r *run) cacheCurrent(ctx context.Context) (bool, error) {
+	md := r.e.setsMetadata()
+	if md == nil {
+		return false, nil
+	}
+	fam := r.family
+	r.setReads.lists++
+	list, err := md.List(ctx, metav1.ListOptions{LabelSelector: fam.LabelSelector().String()})
+	if err != nil {
+		return false, fmt.Errorf("list the metadata of %s with %s: %w", fam.Resource.Resource, fam.LabelSelector(), err)
+	}
+	if len(list.Items) != len(r.cached) {
+		return false, nil
+	}
+	for _, it := range list.Items {
+		if rv, ok := r.cached[it.UID]; !ok || rv != it.ResourceVersion {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // setNamed returns the view's set of a name, and whether there is one.
@@ -442,13 +512,19 @@ func (r *run) step(ctx context.Context, desired *Desired) (Result, Plan, error) 
 		// that the cache does not show yet.) Nor say a removal is done:
 		// the caller then drops its own finalizer, and a set the cache
 		// does not show yet would stay behind with all it lists.
-		if err := r.observe(ctx); err != nil {
-			return Result{}, Plan{}, err
+		same, cerr := r.cacheCurrent(ctx)
+		if cerr != nil {
+			return Result{}, Plan{}, cerr
 		}
-		if err := r.probeObjects(ctx); err != nil {
-			return Result{}, Plan{}, err
+		if !same {
+			if err := r.observe(ctx); err != nil {
+				return Result{}, Plan{}, err
+			}
+			if err := r.probeObjects(ctx); err != nil {
+				return Result{}, Plan{}, err
+			}
+			res, plan, err = r.plan(desired)
 		}
-		res, plan, err = r.plan(desired)
 		res.Confirmed = true
 	}
 	if err != nil {
@@ -489,14 +565,15 @@ func (r *run) probeObjects(ctx context.Context) error {
 	if len(refs) > 0 && r.objects == nil {
 		return fmt.Errorf("%w: executor needs Objects, or Dynamic and Mapper, to read what an ObjectProbe decides from", ErrInvalidFamily)
 	}
-	if err := r.prefetch(ctx, refs); err != nil {
+	if err := r.prefetch(ctx, refs, true); err != nil {
 		return fmt.Errorf("read the objects the sets' readiness depends on: %w", err)
 	}
 	for i := range r.view {
 		s := &r.view[i]
 		if probed(*s) {
 			s.Readiness = probe.ReadyFrom(*s, func(ref Ref) (*unstructured.Unstructured, error) {
-				return r.get(ctx, ref, false)
+				// (Never an object read with metadata alone.)
+				return r.get(ctx, ref, r.live.partial[scopeOf(ref)])
 			})
 		}
 	}
@@ -717,11 +794,32 @@ func (r *run) markWrite(a Action, gen string) (*setWrite, error) {
 		}
 		return nil, nil
 	}
+	send := func(ctx context.Context) (*unstructured.Unstructured, error) {
+		return r.e.sets().Patch(ctx, a.Set, types.MergePatchType, patch, metav1.PatchOptions{})
+	}
+	got := false // send read the set again (it runs beside a batch's others)
+	if md, s := r.e.setsMetadata(), r.viewed(a.UID); md != nil && s != nil && s.GetGeneration() > 0 {
+		// The answer is the set's metadata alone; its content is the one
+		// read, unless the server counted a change of it since (a set
+		// kind without a generation is patched whole).
+		send = func(ctx context.Context) (*unstructured.Unstructured, error) {
+			m, err := md.Patch(ctx, a.Set, types.MergePatchType, patch, metav1.PatchOptions{})
+			if err != nil {
+				return nil, err
+			}
+			if m.Generation == s.GetGeneration() {
+				return withMetadata(s, m)
+			}
+			got = true
+			return r.e.sets().Get(ctx, a.Set, metav1.GetOptions{})
+		}
+	}
 	return &setWrite{
-		send: func(ctx context.Context) (*unstructured.Unstructured, error) {
-			return r.e.sets().Patch(ctx, a.Set, types.MergePatchType, patch, metav1.PatchOptions{})
-		},
+		send: send,
 		done: func(_ context.Context, live *unstructured.Unstructured, err error) error {
+			if got {
+				r.setReads.gets++
+			}
 			if apierrors.IsNotFound(err) {
 				return nil
 			}
@@ -732,6 +830,28 @@ func (r *run) markWrite(a Action, gen string) (*setWrite, error) {
 			return nil
 		},
 	}, nil
+}
+
+// viewed returns the object of the view's set uid as read; nil when the
+// view has no such set or it was not read whole.
+func (r *run) viewed(uid types.UID) *unstructured.Unstructured {
+	if s, ok := r.set(uid); ok && s.Invalid == nil {
+		return s.Object
+	}
+	return nil
+}
+
+// withMetadata returns obj with the metadata of m and obj's content: what
+// a write answered with metadata alone made of a set whose generation
+// (the count of its content's changes) is the one read.
+func withMetadata(obj *unstructured.Unstructured, m *metav1.PartialObjectMetadata) (*unstructured.Unstructured, error) {
+	md, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&m.ObjectMeta)
+	if err != nil {
+		return nil, err
+	}
+	out := &unstructured.Unstructured{Object: maps.Clone(obj.Object)}
+	out.Object["metadata"] = md
+	return out, nil
 }
 
 // build makes the desired set of a role with the family's labels.
@@ -962,7 +1082,7 @@ func (r *run) prune(ctx context.Context, uid types.UID) error {
 			items = append(items, Item{Ref: ref, Verdict: Delete, Reason: "dropped by an update in place of " + s.Name + ", listed by no other set"})
 		}
 	}
-	if err := r.prefetch(ctx, refsOf(items)); err != nil {
+	if err := r.prefetch(ctx, refsOf(items), false); err != nil {
 		return &SetError{Name: s.Name, Err: fmt.Errorf("prune: read what it dropped: %w", err)}
 	}
 	r.staying = s.UID
@@ -1041,7 +1161,7 @@ func (r *run) retireWrite(ctx context.Context, uid types.UID) (*setWrite, error)
 	d := r.decide(uid)
 	others := r.others(uid)
 	var errs []error
-	if err := r.prefetch(ctx, refsOf(d.Items)); err != nil {
+	if err := r.prefetch(ctx, refsOf(d.Items), false); err != nil {
 		return nil, &SetError{Name: s.Name, Err: fmt.Errorf("retire: read what it lists: %w", err)}
 	}
 	for _, it := range d.Items {
@@ -1146,7 +1266,7 @@ func (r *run) finish(ctx context.Context, uid types.UID) error {
 	// one the set owns alone that a live set of another family lists goes
 	// to that set (see foreign), not to the garbage collector.
 	obsolete := d.Of(Delete)
-	if err := r.prefetch(ctx, refsOf(obsolete)); err != nil {
+	if err := r.prefetch(ctx, refsOf(obsolete), false); err != nil {
 		return &SetError{Name: s.Name, Err: fmt.Errorf("finalize: read what it lists: %w", err)}
 	}
 	var errs []error

@@ -113,7 +113,7 @@ func (e *Executor) Finalize(ctx context.Context, set *unstructured.Unstructured)
 			res.Skipped = append(res.Skipped, done)
 		}
 	}
-	if err := r.prefetch(ctx, refsOf(res.Decision.Items)); err != nil {
+	if err := r.prefetch(ctx, refsOf(res.Decision.Items), false); err != nil {
 		return res, err
 	}
 	obsolete := map[Ref]bool{}

@@ -20,32 +20,45 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// appliedProbe is an ObjectProbe that reads Deployments only: one is
-// rolled out for a set when its "applied" annotation names the set's
-// generation (as a rollout of that generation's spec would be).
-type appliedProbe struct{ reads *[]handoff.Ref }
+// deploymentProbe is an ObjectProbe that reads Deployments only: a set is
+// Ready when check passes each Deployment it lists (an empty reason).
+type deploymentProbe struct {
+	check func(s handoff.Set, ref handoff.Ref, obj *unstructured.Unstructured) (reason, message string)
+}
 
-func (appliedProbe) Ready(*unstructured.Unstructured) handoff.Readiness {
+func (deploymentProbe) Ready(*unstructured.Unstructured) handoff.Readiness {
 	return handoff.Readiness{State: handoff.NotReady, Reason: "NotRead"}
 }
 
-func (appliedProbe) Reads(ref handoff.Ref) bool { return ref.Kind == "Deployment" }
+func (deploymentProbe) Reads(ref handoff.Ref) bool { return ref.Kind == "Deployment" }
 
-func (p appliedProbe) ReadyFrom(s handoff.Set, live func(handoff.Ref) (*unstructured.Unstructured, error)) handoff.Readiness {
+func (p deploymentProbe) ReadyFrom(s handoff.Set, live func(handoff.Ref) (*unstructured.Unstructured, error)) handoff.Readiness {
 	for _, ref := range s.Resources {
 		if ref.Kind != "Deployment" {
 			continue
 		}
-		*p.reads = append(*p.reads, ref)
 		obj, err := live(ref)
 		if err != nil {
 			return handoff.Readiness{State: handoff.NotReady, Reason: "Missing", Message: err.Error()}
 		}
-		if got := obj.GetAnnotations()["applied"]; got != s.Generation {
-			return handoff.Readiness{State: handoff.NotReady, Reason: "Rolling", Message: ref.Name + " at " + got}
+		if reason, msg := p.check(s, ref, obj); reason != "" {
+			return handoff.Readiness{State: handoff.NotReady, Reason: reason, Message: msg}
 		}
 	}
 	return handoff.Readiness{State: handoff.Ready}
+}
+
+// appliedProbe is a deploymentProbe: a Deployment is rolled out for a set
+// when its "applied" annotation names the set's generation (as a rollout
+// of that generation's spec would be). It records what it read.
+func appliedProbe(reads *[]handoff.Ref) deploymentProbe {
+	return deploymentProbe{check: func(s handoff.Set, ref handoff.Ref, obj *unstructured.Unstructured) (string, string) {
+		*reads = append(*reads, ref)
+		if got := obj.GetAnnotations()["applied"]; got != s.Generation {
+			return "Rolling", ref.Name + " at " + got
+		}
+		return "", ""
+	}}
 }
 
 const crUID = types.UID("uid-knativeserving")
@@ -63,7 +76,7 @@ func TestInPlaceGenerationWithLegacyOwner(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
 	var reads []handoff.Ref
-	f.fam.Probe = appliedProbe{reads: &reads}
+	f.fam.Probe = appliedProbe(&reads)
 	f.exec.Family = f.fam
 	f.exec.Prune.Owners = []types.UID{crUID}
 	f.exec.Prune.AnyUnowned = true

@@ -201,6 +201,7 @@ func genWalk(seed int64, n int) (modelConfig, []op) {
 	r := rand.New(rand.NewSource(seed))
 	cfg := randomConfig(r)
 	cfg.Concurrency = 1 + 2*int(seed&1)
+	cfg.Metadata = seed&2 != 0
 	cur, sts := r.Intn(2), r.Intn(3) == 0
 	ops := []op{{Kind: opDesire, Gen: cur, STS: sts}}
 	removed, unreadable := false, 0

@@ -166,6 +166,12 @@ type modelConfig struct {
 	// shrink it) may order them otherwise. Odd seeds use 3, even ones 1,
 	// drawn apart from the seed's random walk, which it leaves as it was.
 	Concurrency int
+	// Metadata: the executors have a metadata client (Executor.Metadata),
+	// so a cache's plan is confirmed from the family's metadata and the
+	// resources a retirement or Finalize reads are listed with metadata
+	// alone. Seeds whose second bit is set use it, drawn apart from the
+	// walk as Concurrency is.
+	Metadata bool
 	// FreshMapper: the executors' REST mapper learns a kind as soon as
 	// its CRD exists; otherwise it is a discovery cache filled when the
 	// operator starts, stale once a CRD appears, until Reset.
@@ -257,9 +263,13 @@ func (c modelConfig) String() string {
 	if c.Second {
 		second = "TektonTrigger sharing objects"
 	}
+	md := "none"
+	if c.Metadata {
+		md = "metadata client"
+	}
 	return fmt.Sprintf("generations [%s], GC %s, retire %s, Ready after %d passes, up to %d executors writing sets %d at a time, executor mapper %s, executor cache %s, "+
-		"objects %s, old API versions %s, cert-manager %s, second family %s",
-		strings.Join(gens, " "), gc, prop, c.ReadyAfter, c.Executors, max(c.Concurrency, 1), mapper, cache, c.Objects, c.OldAPIs, cm, second)
+		"objects %s, %s, old API versions %s, cert-manager %s, second family %s",
+		strings.Join(gens, " "), gc, prop, c.ReadyAfter, c.Executors, max(c.Concurrency, 1), mapper, cache, c.Objects, md, c.OldAPIs, cm, second)
 }
 
 func randomConfig(r *rand.Rand) modelConfig {
@@ -712,6 +722,9 @@ func newModelWorld(cfg modelConfig) (*modelWorld, error) {
 		}
 		if cfg.Cache && actor != "controller" {
 			e.Cache = (*modelCache)(w)
+		}
+		if cfg.Metadata {
+			e.Metadata = metadataOver(dyn)
 		}
 		if cfg.Objects == objLongLived {
 			cached := c.CachedMapper()

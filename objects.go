@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 )
 
 // Errors about reaching the resources sets list.
@@ -72,6 +73,8 @@ func NewDynamicObjects(client dynamic.Interface, mapper meta.RESTMapper) Objects
 type dynamicObjects struct {
 	client dynamic.Interface
 	mapper meta.RESTMapper
+	// meta, if set, lists objects' metadata alone (see metadataLister).
+	meta metadata.Interface
 	// res is the reset budget of one executor call; nil gives every
 	// method call a budget of its own.
 	res *resolver
@@ -85,23 +88,31 @@ var (
 // callScoped is an [Objects] whose state belongs to one executor call: the
 // executor asks it for the value to use during a Step or a Finalize.
 type callScoped interface {
-	forCall(disco discovery.DiscoveryInterface) Objects
+	forCall(disco discovery.DiscoveryInterface, md metadata.Interface) Objects
 }
 
-// forCall gives the call a reset budget of its own, and the executor's
-// discovery client.
-func (o *dynamicObjects) forCall(disco discovery.DiscoveryInterface) Objects {
+// forCall gives the call a reset budget of its own, the executor's
+// discovery client, and its metadata client unless the value has one.
+func (o *dynamicObjects) forCall(disco discovery.DiscoveryInterface, md metadata.Interface) Objects {
 	res := newResolver(o.mapper)
 	res.disco = disco
-	return &dynamicObjects{client: o.client, mapper: o.mapper, res: res}
+	if o.meta != nil {
+		md = o.meta
+	}
+	return &dynamicObjects{client: o.client, mapper: o.mapper, meta: md, res: res}
 }
 
-func (o *dynamicObjects) resource(ref Ref) (dynamic.ResourceInterface, error) {
+// mapping resolves a kind with the call's resolver.
+func (o *dynamicObjects) mapping(gk schema.GroupKind) (*meta.RESTMapping, error) {
 	res := o.res
 	if res == nil {
 		res = newResolver(o.mapper)
 	}
-	m, err := res.mapping(ref.GroupKind())
+	return res.mapping(gk)
+}
+
+func (o *dynamicObjects) resource(ref Ref) (dynamic.ResourceInterface, error) {
+	m, err := o.mapping(ref.GroupKind())
 	if err != nil {
 		return nil, err
 	}

@@ -2,13 +2,17 @@ package handoff
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/metadata"
 )
 
 // ObjectLister is implemented by an [Objects] that can list a kind: the
@@ -36,6 +40,54 @@ func (o *dynamicObjects) List(ctx context.Context, gk schema.GroupKind, namespac
 		return nil, err
 	}
 	return c.List(ctx, opts)
+}
+
+// metadataLister is an [Objects] that can list the metadata of a kind's
+// objects alone: [NewDynamicObjects]'s, given [Executor.Metadata]. The
+// objects it returns carry apiVersion, kind and metadata and nothing else,
+// so the executor reads through it only what it decides from metadata
+// (ownership, annotations, UIDs: the handover and what Finalize deletes),
+// never what a probe reads, and writes them only through the same
+// Objects' SetOwnerReferences, a merge patch of metadata, and Delete.
+type metadataLister interface {
+	// listMetadata is [ObjectLister.List] with metadata alone; ok is
+	// false when the Objects has no metadata client.
+	listMetadata(ctx context.Context, gk schema.GroupKind, namespace string, opts metav1.ListOptions) (list *unstructured.UnstructuredList, ok bool, err error)
+}
+
+var _ metadataLister = (*dynamicObjects)(nil)
+
+// listMetadata implements [metadataLister] with the metadata client, which
+// asks for PartialObjectMetadataList (protobuf where the server offers it).
+func (o *dynamicObjects) listMetadata(ctx context.Context, gk schema.GroupKind, namespace string, opts metav1.ListOptions) (*unstructured.UnstructuredList, bool, error) {
+	if o.meta == nil {
+		return nil, false, nil
+	}
+	m, err := o.mapping(gk)
+	if err != nil {
+		return nil, true, err
+	}
+	var c metadata.ResourceInterface = o.meta.Resource(m.Resource)
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		c = o.meta.Resource(m.Resource).Namespace(namespace)
+	}
+	list, err := c.List(ctx, opts)
+	if err != nil {
+		return nil, true, err
+	}
+	out := &unstructured.UnstructuredList{Items: make([]unstructured.Unstructured, 0, len(list.Items))}
+	out.SetContinue(list.Continue)
+	out.SetResourceVersion(list.ResourceVersion)
+	for i := range list.Items {
+		md, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&list.Items[i].ObjectMeta)
+		if err != nil {
+			return nil, true, fmt.Errorf("metadata of %s %s: %w", gk, list.Items[i].Name, err)
+		}
+		u := unstructured.Unstructured{Object: map[string]any{"metadata": md}}
+		u.SetGroupVersionKind(m.GroupVersionKind)
+		out.Items = append(out.Items, u)
+	}
+	return out, true, nil
 }
 
 // ReadParallelism is how many Gets the executor has in flight at once when
@@ -88,6 +140,7 @@ type liveState struct {
 	gone     map[Ref]bool    // NotFound to a Get
 	failed   map[Ref]error   // a Get's error
 	read     map[Scope]bool  // listed whole
+	partial  map[Scope]bool  // listed whole, metadata alone (see metadataLister)
 	scopeErr map[Scope]error // the List failed (not for want of permission)
 	stale    map[Ref]bool    // written by the call since it was read
 	reads    Reads
@@ -105,19 +158,24 @@ func (l *liveState) known(ref Ref) bool {
 // prefetch reads the live state of refs with one List per scope not yet
 // read, paged, or, where that cannot be done, with Gets in parallel. Errors
 // are kept per resource and returned by get, so one scope that cannot be
-// read does not stop the others.
-func (r *run) prefetch(ctx context.Context, refs []Ref) error {
+// read does not stop the others. With whole false, a scope may be listed
+// with metadata alone (see metadataLister); with whole true, one listed so
+// is listed again whole.
+func (r *run) prefetch(ctx context.Context, refs []Ref, whole bool) error {
 	if r.objects == nil {
 		return nil
 	}
 	if r.live.objs == nil {
 		r.live = liveState{objs: map[Ref]*unstructured.Unstructured{}, gone: map[Ref]bool{}, failed: map[Ref]error{},
-			read: map[Scope]bool{}, scopeErr: map[Scope]error{}}
+			read: map[Scope]bool{}, partial: map[Scope]bool{}, scopeErr: map[Scope]error{}}
 	}
 	byScope := map[Scope][]Ref{}
 	var order []Scope
 	for _, ref := range refs {
 		sc := scopeOf(ref)
+		if whole && r.live.partial[sc] {
+			r.forget(sc)
+		}
 		if r.live.read[sc] || r.live.scopeErr[sc] != nil || r.live.known(ref) {
 			// (A resource of a scope read whole that the call wrote
 			// since is read again by get, with a Get.)
@@ -138,7 +196,7 @@ func (r *run) prefetch(ctx context.Context, refs []Ref) error {
 		}
 		want := byScope[sc]
 		if canList && !slices.Contains(r.live.reads.Fallback, sc) {
-			err := r.listScope(ctx, lister, sc)
+			err := r.listScope(ctx, lister, sc, whole)
 			switch {
 			case err == nil:
 				r.live.read[sc] = true
@@ -158,14 +216,37 @@ func (r *run) prefetch(ctx context.Context, refs []Ref) error {
 	return nil
 }
 
-// listScope lists a scope page by page and records every object of it.
-func (r *run) listScope(ctx context.Context, lister ObjectLister, sc Scope) error {
+// forget drops what the call read of a scope, so it is read again.
+func (r *run) forget(sc Scope) {
+	for ref := range r.live.objs {
+		if scopeOf(ref) == sc {
+			delete(r.live.objs, ref)
+		}
+	}
+	delete(r.live.read, sc)
+	delete(r.live.partial, sc)
+}
+
+// listScope lists a scope page by page and records every object of it:
+// with metadata alone when whole is false and the lister can.
+func (r *run) listScope(ctx context.Context, lister ObjectLister, sc Scope, whole bool) error {
 	gk := schema.GroupKind{Group: sc.Group, Kind: sc.Kind}
 	found := map[Ref]*unstructured.Unstructured{}
 	opts := metav1.ListOptions{Limit: listPageSize}
+	ml, _ := lister.(metadataLister)
+	partial := false
 	for {
 		r.live.reads.Lists++
-		page, err := lister.List(ctx, gk, sc.Namespace, opts)
+		var page *unstructured.UnstructuredList
+		var err error
+		ok := false
+		if ml != nil && !whole {
+			page, ok, err = ml.listMetadata(ctx, gk, sc.Namespace, opts)
+			partial = ok
+		}
+		if !ok {
+			page, err = lister.List(ctx, gk, sc.Namespace, opts)
+		}
 		if err != nil {
 			return err
 		}
@@ -187,6 +268,9 @@ func (r *run) listScope(ctx context.Context, lister ObjectLister, sc Scope) erro
 	for ref, u := range found {
 		r.live.objs[ref] = u
 		delete(r.live.stale, ref)
+	}
+	if partial {
+		r.live.partial[sc] = true
 	}
 	return nil
 }

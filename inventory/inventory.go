@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 )
 
 // Labels and annotations of inventory ConfigMaps.
@@ -178,4 +179,11 @@ func (inv Inventory) probe() handoff.Probe {
 // [handoff.Executor.Sets].
 func (inv Inventory) Sets(dyn dynamic.Interface) handoff.SetClient {
 	return dyn.Resource(ConfigMaps).Namespace(inv.Namespace)
+}
+
+// SetsMetadata returns the client of the inventory ConfigMaps' metadata,
+// for [handoff.Executor.SetsMetadata] beside [Inventory.Sets] when the
+// executor has a [handoff.Executor.Metadata].
+func (inv Inventory) SetsMetadata(md metadata.Interface) handoff.SetMetadataClient {
+	return md.Resource(ConfigMaps).Namespace(inv.Namespace)
 }
