@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 )
 
@@ -75,6 +77,17 @@ func (c *apiCounter) throttle(qps float32, burst int) {
 // identity whose requests c counts (c nil: not counted), with c's
 // client-side rate limiter if throttle gave it one, else none.
 func (c *apiCounter) client() (dynamic.Interface, error) {
+	return dynamic.NewForConfig(c.config())
+}
+
+// metadataClient is client's metadata client (client-go's metadata
+// package: PartialObjectMetadata, protobuf), counted and limited with it.
+func (c *apiCounter) metadataClient() (metadata.Interface, error) {
+	return metadata.NewForConfig(c.config())
+}
+
+// config is the rest.Config of c's clients.
+func (c *apiCounter) config() *rest.Config {
 	cfg := cp.Config()
 	cfg.QPS = -1 // no client-side limit: the figures are the API server's and ours
 	if c != nil {
@@ -86,7 +99,7 @@ func (c *apiCounter) client() (dynamic.Interface, error) {
 		}
 		cfg.Wrap(c.wrap)
 	}
-	return dynamic.NewForConfig(cfg)
+	return cfg
 }
 
 // splitClient returns a dynamic client whose requests c counts, but for

@@ -34,9 +34,10 @@ const (
 	scaleSizesEnv = "HANDOFF_SCALE_SIZES"
 	// scaleFlowsEnv lists the flows run unthrottled, comma-separated, of
 	// handoff (the executor reading sets from the API server), parallel
-	// (the same, its set writes scaleConcurrency at a time), cache
-	// (reading them from a dynamic informer's lister) and legacy
-	// (tektoncd/operator's delete-then-create); unset means all four.
+	// (the same, its set writes scaleConcurrency at a time), metadata
+	// (parallel with Executor.Metadata), cache (reading sets from a
+	// dynamic informer's lister), tuned (cache and metadata together) and legacy (tektoncd/operator's delete-then-create);
+	// unset means handoff,parallel,cache,tuned,legacy.
 	scaleFlowsEnv = "HANDOFF_SCALE_FLOWS"
 	// scaleThrottledFlowsEnv lists the flows run under each client-side
 	// rate limit; unset means handoff,legacy.
@@ -151,7 +152,7 @@ func BenchmarkScale(b *testing.B) {
 			b.Fatalf("%s: size %q is not a number of at least 2", scaleSizesEnv, n)
 		}
 		for _, mode := range modes {
-			flows := scaleList(b, scaleFlowsEnv, "handoff,parallel,cache,legacy")
+			flows := scaleList(b, scaleFlowsEnv, "handoff,parallel,cache,tuned,legacy")
 			if mode.qps > 0 {
 				flows = scaleList(b, scaleThrottledFlowsEnv, "handoff,legacy")
 			}
@@ -577,7 +578,16 @@ func (s *scaler) setup(ctx context.Context, flow string) {
 	case "handoff", "legacy":
 	case "parallel":
 		e.exec.Concurrency = scaleConcurrency
-	case "cache":
+	case "metadata":
+		// parallel, with metadata alone where that is enough (no cache).
+		e.exec.Concurrency = scaleConcurrency
+		if e.exec.Metadata, err = s.exec.metadataClient(); err != nil {
+			b.Fatal(err)
+		}
+		if e.ctrl.Executor.Metadata, err = s.fin.metadataClient(); err != nil {
+			b.Fatal(err)
+		}
+	case "cache", "tuned":
 		dyn, err := s.inf.client()
 		if err != nil {
 			b.Fatal(err)
@@ -590,8 +600,21 @@ func (s *scaler) setup(ctx context.Context, flow string) {
 		}
 		s.lister = dynamiclister.New(inf.Informer().GetIndexer(), e.fam.Resource)
 		e.exec.Cache = s.lister
+		if flow == "tuned" {
+			// As a large operator would run it: its informer's cache and
+			// metadata alone where that is enough, its set controller's
+			// finalizer with metadata too. Set writes one at a time: on
+			// this control plane of 2 cores, four 250 KB set writes at a
+			// time take longer, each, than four in a row.
+			if e.exec.Metadata, err = s.exec.metadataClient(); err != nil {
+				b.Fatal(err)
+			}
+			if e.ctrl.Executor.Metadata, err = s.fin.metadataClient(); err != nil {
+				b.Fatal(err)
+			}
+		}
 	default:
-		b.Fatalf("unknown flow %q (want handoff, parallel, cache or legacy)", flow)
+		b.Fatalf("unknown flow %q (want handoff, parallel, metadata, cache, tuned or legacy)", flow)
 	}
 }
 
