@@ -79,6 +79,10 @@ func (o *dynamicObjects) listMetadata(ctx context.Context, gk schema.GroupKind, 
 	out.SetContinue(list.Continue)
 	out.SetResourceVersion(list.ResourceVersion)
 	for i := range list.Items {
+		// Nothing read through a metadataLister is written whole, so its
+		// managedFields are never sent back; they are most of what the
+		// conversion would copy.
+		list.Items[i].ManagedFields = nil
 		md, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&list.Items[i].ObjectMeta)
 		if err != nil {
 			return nil, true, fmt.Errorf("metadata of %s %s: %w", gk, list.Items[i].Name, err)
