@@ -206,9 +206,9 @@ func TestCacheRandomLagNeverRetiresOnStaleState(t *testing.T) {
 				return handofftest.Fault{}
 			})
 			w.Executor.Cache = cache
-			md := metadataOver(w.Cluster.ClientFor("executor"))
+			md := metadataCalls{w.Cluster}
 			if withMetadata {
-				w.Executor.Metadata = md
+				w.Executor.Metadata = w.Cluster.MetadataFor("executor")
 			}
 			// Upgrades abandoned after a round or two, then rolled back:
 			// a lagging cache then still shows the old generation Ready

@@ -6,7 +6,6 @@ package handoff_test
 import (
 	"context"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/kube-handoff/handoff"
@@ -22,55 +21,26 @@ import (
 	"k8s.io/client-go/metadata"
 )
 
-// metadataClient is a metadata.Interface over a dynamic client: each call
-// is the dynamic client's (its actor, its faults), answered with metadata
-// alone as the API server answers a PartialObjectMetadata request. It
-// counts its Lists and Patches by resource.
-type metadataClient struct {
-	dyn   dynamic.Interface
-	mu    *sync.Mutex
-	calls map[[2]string]int
-}
+// metadataOver is a metadata.Interface over a dynamic client: each call is
+// the dynamic client's (its actor, its faults, and in the model test its
+// checks), answered with metadata alone as the API server answers a
+// PartialObjectMetadata request. Tests on a handofftest.Cluster use its
+// MetadataFor instead.
+func metadataOver(dyn dynamic.Interface) metadata.Interface { return metadataClient{dyn: dyn} }
 
-func metadataOver(dyn dynamic.Interface) metadataClient {
-	return metadataClient{dyn: dyn, mu: &sync.Mutex{}, calls: map[[2]string]int{}}
-}
-
-var _ metadata.Interface = metadataClient{}
-
-func (md metadataClient) count(verb, resource string) {
-	md.mu.Lock()
-	defer md.mu.Unlock()
-	md.calls[[2]string{verb, resource}]++
-}
-
-// listed returns the Lists made so far of a resource.
-func (md metadataClient) listed(resource string) int {
-	md.mu.Lock()
-	defer md.mu.Unlock()
-	return md.calls[[2]string{"list", resource}]
-}
-
-// patched returns the Patches made so far of a resource.
-func (md metadataClient) patched(resource string) int {
-	md.mu.Lock()
-	defer md.mu.Unlock()
-	return md.calls[[2]string{"patch", resource}]
-}
+type metadataClient struct{ dyn dynamic.Interface }
 
 func (md metadataClient) Resource(gvr schema.GroupVersionResource) metadata.Getter {
-	return metadataResource{md: md, gvr: gvr, ri: md.dyn.Resource(gvr), nri: md.dyn.Resource(gvr)}
+	return metadataResource{ri: md.dyn.Resource(gvr), nri: md.dyn.Resource(gvr)}
 }
 
 type metadataResource struct {
-	md  metadataClient
-	gvr schema.GroupVersionResource
 	ri  dynamic.ResourceInterface
 	nri dynamic.NamespaceableResourceInterface
 }
 
 func (r metadataResource) Namespace(ns string) metadata.ResourceInterface {
-	return metadataResource{md: r.md, gvr: r.gvr, ri: r.nri.Namespace(ns)}
+	return metadataResource{ri: r.nri.Namespace(ns)}
 }
 
 // partial keeps an object's metadata alone.
@@ -84,7 +54,6 @@ func partial(u *unstructured.Unstructured) (*metav1.PartialObjectMetadata, error
 }
 
 func (r metadataResource) List(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
-	r.md.count("list", r.gvr.Resource)
 	list, err := r.ri.List(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -109,7 +78,6 @@ func (r metadataResource) Get(ctx context.Context, name string, opts metav1.GetO
 }
 
 func (r metadataResource) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*metav1.PartialObjectMetadata, error) {
-	r.md.count("patch", r.gvr.Resource)
 	u, err := r.ri.Patch(ctx, name, pt, data, opts, sub...)
 	if err != nil {
 		return nil, err
@@ -129,6 +97,26 @@ func (r metadataResource) Watch(ctx context.Context, opts metav1.ListOptions) (w
 	return r.ri.Watch(ctx, opts)
 }
 
+// metadataCalls counts the executor's calls of a metadata client from
+// handofftest's Cluster.MetadataFor.
+type metadataCalls struct{ c *handofftest.Cluster }
+
+func (m metadataCalls) count(verb, resource string) int {
+	n := 0
+	for _, a := range m.c.Actions() {
+		if a.Metadata && a.Actor == "executor" && a.GetVerb() == verb && a.GetResource().Resource == resource {
+			n++
+		}
+	}
+	return n
+}
+
+// listed returns the executor's Lists of a resource's metadata so far.
+func (m metadataCalls) listed(resource string) int { return m.count("list", resource) }
+
+// patched returns the executor's Patches through the metadata client so far.
+func (m metadataCalls) patched(resource string) int { return m.count("patch", resource) }
+
 // An upgrade with a cache that is current and a metadata client lists no
 // set whole: each confirmation before a create or a retirement is one List
 // of the family's metadata, and the retirement reads what it hands over
@@ -143,8 +131,8 @@ func TestMetadataUpgradeWithCurrentCacheListsNoSetWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	withCache(w)
-	md := metadataOver(w.Cluster.ClientFor("executor"))
-	w.Executor.Metadata = md
+	w.Executor.Metadata = w.Cluster.MetadataFor("executor")
+	md := metadataCalls{w.Cluster}
 	w.Cluster.ClearActions()
 	if _, err := w.Converge(ctx, v2, 30); err != nil {
 		t.Fatal(err)
@@ -201,8 +189,8 @@ func TestMetadataProbeReadsWhole(t *testing.T) {
 	var bare []handoff.Ref
 	f.fam.Probe = dataProbe(&bare)
 	f.exec.Family = f.fam
-	md := metadataOver(f.c.ClientFor("executor"))
-	f.exec.Metadata = md
+	f.exec.Metadata = f.c.MetadataFor("executor")
+	md := metadataCalls{f.c}
 	dep := mkObj("apps/v1", "Deployment", testNS, "controller", "")
 	shared := cm("config")
 	catalog := handofftest.Catalog{}
@@ -240,8 +228,8 @@ func TestMetadataProbeReadsWhole(t *testing.T) {
 func TestMetadataMarkOfAChangedSetReadsItAgain(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	md := metadataOver(f.c.ClientFor("executor"))
-	f.exec.Metadata = md
+	f.exec.Metadata = f.c.MetadataFor("executor")
+	md := metadataCalls{f.c}
 	old := "comp-main-static-v1"
 	f.seed(t, []setSpec{{name: old, gen: "v1", role: "static", ready: true, lists: []*unstructured.Unstructured{cm("a")}}}, []*unstructured.Unstructured{cm("a")}, nil)
 	catalog := handofftest.Catalog{}

@@ -19,6 +19,7 @@ import (
 type client struct {
 	c     *Cluster
 	actor string
+	meta  bool // the calls are a metadata client's (see MetadataFor)
 }
 
 var (
@@ -44,7 +45,7 @@ func (r *resource) Namespace(ns string) dynamic.ResourceInterface {
 }
 
 func (r *resource) call(verb, name string, sub []string) Call {
-	call := Call{Actor: r.actor, Verb: verb, Resource: r.gvr, Namespace: r.ns, Name: name}
+	call := Call{Actor: r.actor, Verb: verb, Resource: r.gvr, Namespace: r.ns, Name: name, Metadata: r.meta}
 	if len(sub) > 0 {
 		call.Subresource = sub[0]
 	}
@@ -74,7 +75,7 @@ func serve[T any](ctx context.Context, c *Cluster, call Call, action k8stesting.
 			res, err = zero, fault.Err
 		}
 	}
-	c.actions = append(c.actions, Action{Action: action, Actor: call.Actor, Name: name, Time: now, Err: err, Injected: fault.Err != nil})
+	c.actions = append(c.actions, Action{Action: action, Actor: call.Actor, Name: name, Time: now, Err: err, Injected: fault.Err != nil, Metadata: call.Metadata})
 	return res, err
 }
 

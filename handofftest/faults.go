@@ -26,6 +26,9 @@ type Call struct {
 	// Name is the object's name; for a create, metadata.name (empty when
 	// the server is to generate it); empty for list and deletecollection.
 	Name string
+	// Metadata is true for a call of a client from [Cluster.MetadataFor],
+	// which is answered with metadata alone.
+	Metadata bool
 }
 
 // String renders the call for a log line or an error message.

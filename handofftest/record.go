@@ -107,6 +107,8 @@ type Action struct {
 	Time time.Time
 	// Err is the error the caller got, injected or not.
 	Err error
+	// Metadata is true for a call of a client from [Cluster.MetadataFor].
+	Metadata bool
 	// Injected reports whether Err was injected by a fault.
 	Injected bool
 }
