@@ -724,7 +724,7 @@ func newModelWorld(cfg modelConfig) (*modelWorld, error) {
 			e.Cache = (*modelCache)(w)
 		}
 		if cfg.Metadata {
-			e.Metadata = metadataOver(dyn)
+			e.Metadata = handofftest.MetadataOver(dyn)
 		}
 		if cfg.Objects == objLongLived {
 			cached := c.CachedMapper()

@@ -6,7 +6,8 @@
 // A [Cluster] hands out real [k8s.io/client-go/dynamic.Interface] clients
 // ([Cluster.Dynamic], [Cluster.ClientFor]) and
 // [k8s.io/client-go/metadata.Interface] clients ([Cluster.MetadataFor],
-// for handoff's Executor.Metadata) that library code uses unchanged. Writes through them behave like a real API server: UIDs,
+// for handoff's Executor.Metadata) that library code uses unchanged.
+// Writes through them behave like a real API server: UIDs,
 // creationTimestamp, generation and resourceVersion are assigned;
 // conflicting resourceVersions, changed UIDs and failed delete
 // preconditions are refused; generateName gets a random suffix; status is

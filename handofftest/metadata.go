@@ -10,41 +10,48 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 )
 
 // MetadataFor returns a metadata client (client-go's [metadata.Interface],
 // what handoff's Executor.Metadata takes) whose calls and writes are
-// attributed to actor, as [Cluster.ClientFor]'s are. It serves the same
-// objects as the dynamic clients; its answers carry apiVersion
-// meta.k8s.io/v1, kind PartialObjectMetadata and the object's metadata,
-// nothing else. Each call is one call of its verb, counted in
-// [Cluster.Calls] with the dynamic clients', and its [Call] and [Action]
-// have Metadata set, so a [FaultFunc] can fail metadata calls alone.
+// attributed to actor, as [Cluster.ClientFor]'s are: [MetadataOver] a
+// dynamic client of actor whose [Call] and [Action] have Metadata set, so
+// a [FaultFunc] can fail metadata calls alone. Each call is one call of
+// its verb, counted in [Cluster.Calls] with the dynamic clients'.
 func (c *Cluster) MetadataFor(actor string) metadata.Interface {
-	return &metadataClient{client{c: c, actor: actor, meta: true}}
+	return MetadataOver(&client{c: c, actor: actor, meta: true})
 }
 
-type metadataClient struct{ cl client }
+// MetadataOver returns a metadata client over a dynamic client: each call
+// is one call of dyn (its actor, its faults, whatever a wrapper of it
+// checks), answered as the API server answers a client that asks for
+// PartialObjectMetadata: apiVersion meta.k8s.io/v1, kind
+// PartialObjectMetadata and the object's metadata, nothing else.
+func MetadataOver(dyn dynamic.Interface) metadata.Interface { return metadataClient{dyn: dyn} }
+
+type metadataClient struct{ dyn dynamic.Interface }
 
 var (
-	_ metadata.Interface = (*metadataClient)(nil)
-	_ metadata.Getter    = (*metadataResource)(nil)
+	_ metadata.Interface = metadataClient{}
+	_ metadata.Getter    = metadataResource{}
 )
 
-func (m *metadataClient) Resource(gvr schema.GroupVersionResource) metadata.Getter {
-	cl := m.cl
-	return &metadataResource{r: &resource{client: &cl, gvr: gvr}}
+func (m metadataClient) Resource(gvr schema.GroupVersionResource) metadata.Getter {
+	nri := m.dyn.Resource(gvr)
+	return metadataResource{ri: nri, nri: nri}
 }
 
 // metadataResource is a resource's dynamic client with its answers cut to
 // metadata.
-type metadataResource struct{ r *resource }
+type metadataResource struct {
+	ri  dynamic.ResourceInterface
+	nri dynamic.NamespaceableResourceInterface // nil once namespaced
+}
 
-func (m *metadataResource) Namespace(ns string) metadata.ResourceInterface {
-	r := *m.r
-	r.ns = ns
-	return &metadataResource{r: &r}
+func (m metadataResource) Namespace(ns string) metadata.ResourceInterface {
+	return metadataResource{ri: m.nri.Namespace(ns)}
 }
 
 // partialOf returns the metadata of u, as the API server answers a client
@@ -58,16 +65,16 @@ func partialOf(u *unstructured.Unstructured) (*metav1.PartialObjectMetadata, err
 	return out, nil
 }
 
-func (m *metadataResource) Get(ctx context.Context, name string, opts metav1.GetOptions, sub ...string) (*metav1.PartialObjectMetadata, error) {
-	u, err := m.r.Get(ctx, name, opts, sub...)
+func (m metadataResource) Get(ctx context.Context, name string, opts metav1.GetOptions, sub ...string) (*metav1.PartialObjectMetadata, error) {
+	u, err := m.ri.Get(ctx, name, opts, sub...)
 	if err != nil {
 		return nil, err
 	}
 	return partialOf(u)
 }
 
-func (m *metadataResource) List(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
-	list, err := m.r.List(ctx, opts)
+func (m metadataResource) List(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+	list, err := m.ri.List(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -86,23 +93,23 @@ func (m *metadataResource) List(ctx context.Context, opts metav1.ListOptions) (*
 	return out, nil
 }
 
-func (m *metadataResource) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*metav1.PartialObjectMetadata, error) {
-	u, err := m.r.Patch(ctx, name, pt, data, opts, sub...)
+func (m metadataResource) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*metav1.PartialObjectMetadata, error) {
+	u, err := m.ri.Patch(ctx, name, pt, data, opts, sub...)
 	if err != nil {
 		return nil, err
 	}
 	return partialOf(u)
 }
 
-func (m *metadataResource) Delete(ctx context.Context, name string, opts metav1.DeleteOptions, sub ...string) error {
-	return m.r.Delete(ctx, name, opts, sub...)
+func (m metadataResource) Delete(ctx context.Context, name string, opts metav1.DeleteOptions, sub ...string) error {
+	return m.ri.Delete(ctx, name, opts, sub...)
 }
 
-func (m *metadataResource) DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error {
-	return m.r.DeleteCollection(ctx, opts, listOpts)
+func (m metadataResource) DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error {
+	return m.ri.DeleteCollection(ctx, opts, listOpts)
 }
 
 // Watch is not supported: it fails with MethodNotSupported.
-func (m *metadataResource) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return m.r.Watch(ctx, opts)
+func (m metadataResource) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return m.ri.Watch(ctx, opts)
 }

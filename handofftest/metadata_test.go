@@ -134,3 +134,23 @@ func TestMetadataClientFaults(t *testing.T) {
 		t.Errorf("the metadata list's action: metadata %v injected %v, want both", last.Metadata, last.Injected)
 	}
 }
+
+// MetadataOver answers through any dynamic client as that client's own
+// calls: over ClientFor, they are not marked as a metadata client's.
+func TestMetadataOverADynamicClient(t *testing.T) {
+	ctx := context.Background()
+	c := newCluster(t)
+	a := create(t, c.Dynamic().Resource(cmGVR).Namespace("ns"), configMap("ns", "a"))
+	c.ClearActions()
+	got, err := MetadataOver(c.ClientFor("wrapped")).Resource(cmGVR).Namespace("ns").Get(ctx, "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Kind != "PartialObjectMetadata" || got.UID != a.GetUID() {
+		t.Errorf("answer %s %s, want the PartialObjectMetadata of uid %s", got.Kind, got.UID, a.GetUID())
+	}
+	acts := c.Actions()
+	if len(acts) != 1 || acts[0].Actor != "wrapped" || acts[0].Metadata {
+		t.Errorf("actions %+v, want one get of actor wrapped, not marked metadata", acts)
+	}
+}
