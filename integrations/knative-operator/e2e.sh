@@ -23,7 +23,11 @@
 #               patch promises are measured, not asserted
 # Environment: HANDOFF_E2E_READY_DELAY (default 5s) and
 # HANDOFF_E2E_SLOW_DELAY (default 30s), how long after its creation a pod
-# turns Ready, normally and in the slow-start scenario.
+# turns Ready, normally and in the slow-start scenario; HANDOFF_E2E_TESTS,
+# the tests to run (space-separated; default all of them);
+# HANDOFF_E2E_PARALLEL, how many at a time (default 2); HANDOFF_E2E_TREE,
+# a patched tree run.sh -keep left (its build cache warm), used as it is
+# instead of making one with run.sh -prepare (patched only).
 # Exits non-zero if a step fails or, patched, a bound does not hold.
 set -euo pipefail
 
@@ -34,9 +38,9 @@ if [ "${1:-}" = "-unpatched" ]; then
 	patched=false
 	shift
 fi
-# Longest first: they run two at a time.
-tests=(TestServingUpgradeAndRemoval TestEventingSlowStart TestEventingUpgrade TestServingSlowStart
-	TestServingOperatorUpgrade TestServingOperatorUpgradeUnfetchable TestServingUnfetchable)
+# Longest first: they run HANDOFF_E2E_PARALLEL at a time.
+tests=(TestServingUpgradeInterrupted TestServingUpgradeAndRemoval TestEventingSlowStart TestEventingUpgrade
+	TestServingSlowStart TestServingOperatorUpgrade TestServingOperatorUpgradeUnfetchable TestServingUnfetchable)
 # HANDOFF_E2E_TESTS, if set, runs only the tests it names (space-separated).
 if [ -n "${HANDOFF_E2E_TESTS:-}" ]; then
 	read -r -a tests <<<"$HANDOFF_E2E_TESTS"
@@ -44,10 +48,15 @@ fi
 
 export GOWORK=off GOFLAGS=-mod=mod
 
-echo "== the operator tree (run.sh -prepare$($patched || echo ' -unpatched'))"
-if $patched; then
+if [ -n "${HANDOFF_E2E_TREE:-}" ]; then
+	$patched || { echo "HANDOFF_E2E_TREE is a patched tree: not with -unpatched" >&2; exit 2; }
+	echo "== the operator tree (HANDOFF_E2E_TREE, left by run.sh -keep)"
+	tree=$HANDOFF_E2E_TREE
+elif $patched; then
+	echo "== the operator tree (run.sh -prepare)"
 	tree=$(bash "$here/run.sh" -prepare | tail -n 1)
 else
+	echo "== the operator tree (run.sh -prepare -unpatched)"
 	tree=$(bash "$here/run.sh" -prepare -unpatched | tail -n 1)
 fi
 [ -d "$tree/pkg" ] || { echo "run.sh -prepare gave no tree"; exit 1; }

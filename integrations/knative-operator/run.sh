@@ -4,15 +4,20 @@
 # knative.dev/hack (the proxy does not serve the pseudo-version it requires;
 # no package under ./pkg/reconciler/... imports it), runs the reconciler
 # suites unpatched for the test counts before, applies the patch, requires
-# this checkout of handoff in its place, and runs go vet and go test over
-# ./pkg/reconciler/.... It fails when a module version those packages
-# build with moves (or one is added besides handoff, or go.mod's go line
-# moves), when a test fails, or when the patch does not apply; it prints
-# the patch's diffstat and the counts before and after.
+# this checkout of handoff in its place, and runs go vet over the packages
+# the patch changes and go test over ./pkg/reconciler/.... It fails when a
+# module version those packages build with moves (or one is added besides
+# handoff), when the module graph (go list -m all) changes other than by
+# handoff, when go.mod's go or toolchain line moves, when a test fails, or
+# when the patch does not apply; it prints the patch's diffstat and the
+# counts before and after.
 #
-# Usage: bash integrations/knative-operator/run.sh [-keep]
+# Usage: bash integrations/knative-operator/run.sh [-keep] [-quick]
 #        bash integrations/knative-operator/run.sh -prepare [-unpatched]
-#   -keep       leave the patched tree in place and print its path
+#   -keep       leave the patched tree in place and print its path (e2e.sh
+#               runs on it when HANDOFF_E2E_TREE names it)
+#   -quick      leave out the unpatched run of the suites (its only output
+#               is the counts before); CI's mode
 #   -prepare    only make the tree (source, stub, patch, this checkout
 #               required): no tests, no module comparison; its path is the
 #               last line printed (e2e.sh builds on it)
@@ -25,13 +30,14 @@ version=v0.42.2
 patch="$here/$version.patch"
 pkgs=./pkg/reconciler/...
 lib=github.com/kube-handoff/handoff
-keep=false prepare=false unpatched=false
+keep=false prepare=false unpatched=false quick=false
 for arg in "$@"; do
 	case "$arg" in
 	-keep) keep=true ;;
+	-quick) quick=true ;;
 	-prepare) prepare=true keep=true ;;
 	-unpatched) unpatched=true ;;
-	*) echo "usage: run.sh [-keep] | run.sh -prepare [-unpatched]" >&2; exit 2 ;;
+	*) echo "usage: run.sh [-keep] [-quick] | run.sh -prepare [-unpatched]" >&2; exit 2 ;;
 	esac
 done
 if $unpatched && ! $prepare; then
@@ -67,6 +73,10 @@ modules() {
 	go list -deps -test -f '{{with .Module}}{{.Path}} {{.Version}}{{with .Replace}} => {{.Path}} {{.Version}}{{end}}{{end}}' $pkgs | sort -u
 }
 directives() { grep -E '^(go|toolchain)[[:space:]]' go.mod || true; }
+# graph prints the module graph, handoff left out.
+graph() {
+	go list -m -f '{{.Path}} {{.Version}}{{with .Replace}} => {{.Path}} {{.Version}}{{end}}' all | grep -v "^$lib " | sort -u
+}
 
 # counts reads verbose go test output and prints "N tests, M subtests
 # passed, F failed" over every package.
@@ -87,10 +97,14 @@ if $prepare; then
 	exit 0
 fi
 
-echo "== before the patch: modules, $pkgs"
+echo "== before the patch: modules, module graph$($quick || echo ", $pkgs")"
 modules >"$work/before.txt"
+graph >"$work/graph-before.txt"
 directives >"$work/directives-before.txt"
-before=$( (go test -count=1 -v $pkgs 2>&1 || true) | tee "$work/test-before.log" | counts)
+before="not run (-quick)"
+if ! $quick; then
+	before=$( (go test -count=1 -v $pkgs 2>&1 || true) | tee "$work/test-before.log" | counts)
+fi
 echo "   $before"
 
 echo "== the patch ($(basename "$patch"))"
@@ -113,9 +127,20 @@ if ! cmp -s "$work/directives-before.txt" "$work/directives-after.txt"; then
 	exit 1
 fi
 echo "   $(wc -l <"$work/before.txt") modules before, unchanged (moved: 0); $(paste -sd' ' "$work/directives-after.txt"); added: $(diff "$work/before.txt" "$work/after.txt" | grep '^>' | cut -c3- | sed "s|$repo|(this checkout)|")"
+graph >"$work/graph-after.txt"
+moved=$(diff "$work/graph-before.txt" "$work/graph-after.txt" | grep '^[<>]' || true)
+if [ -n "$moved" ]; then
+	echo "requiring handoff changes knative.dev/operator's module graph (go list -m all):"
+	echo "$moved"
+	exit 1
+fi
+echo "   module graph: $(wc -l <"$work/graph-before.txt") modules besides handoff, unchanged (moved: 0)"
 
-echo "== go vet $pkgs"
-go vet $pkgs
+# The packages the patch changes: vet has nothing to say of the others'
+# code, which is knative's.
+changed=$(git apply --numstat "$patch" | cut -f3 | grep '\.go$' | xargs -n1 dirname | sort -u | sed 's|^|./|')
+echo "== go vet (the packages the patch changes: $(echo $changed))"
+go vet $changed
 
 echo "== go test -count=1 $pkgs"
 status=0
