@@ -32,7 +32,9 @@
 #   -unpatched  the same scenarios on v0.80.0 as it is; the bounds the
 #               patch promises are measured, not asserted
 # HANDOFF_E2E_CRASH_POINTS (default 16) bounds the writes the interrupted
-# upgrade is stopped after.
+# upgrade is stopped after. HANDOFF_E2E_TREE, a patched tree run.sh -keep
+# left (its build cache warm), is used as it is instead of making one with
+# run.sh -prepare (patched only).
 # Exits non-zero if a step fails or, patched, a bound does not hold.
 set -euo pipefail
 
@@ -46,10 +48,15 @@ fi
 
 export GOWORK=off GOFLAGS=-mod=mod
 
-echo "== the operator tree (run.sh -prepare$($patched || echo ' -unpatched'))"
-if $patched; then
+if [ -n "${HANDOFF_E2E_TREE:-}" ]; then
+	$patched || { echo "HANDOFF_E2E_TREE is a patched tree: not with -unpatched" >&2; exit 2; }
+	echo "== the operator tree (HANDOFF_E2E_TREE, left by run.sh -keep)"
+	tree=$HANDOFF_E2E_TREE
+elif $patched; then
+	echo "== the operator tree (run.sh -prepare)"
 	tree=$(bash "$here/run.sh" -prepare | tail -n 1)
 else
+	echo "== the operator tree (run.sh -prepare -unpatched)"
 	tree=$(bash "$here/run.sh" -prepare -unpatched | tail -n 1)
 fi
 [ -d "$tree/pkg" ] || { echo "run.sh -prepare gave no tree"; exit 1; }
