@@ -25,7 +25,7 @@ type grant struct {
 	verbs     []string
 }
 
-// The README's minimal RBAC. The executor: list, get, create, update,
+// The minimal RBAC of docs/contract.md. The executor: list, get, create, update,
 // patch, delete on the set resource; get, patch on every kind a set lists.
 // Finalize: list on the set resource; get, patch, delete on those kinds.
 func executorRules() []grant {
@@ -154,7 +154,7 @@ func withObsoleteWebhook(gen string) func(map[string][]*unstructured.Unstructure
 }
 
 // Scenario 7: the executor and Finalize under unprivileged identities bound
-// to the README's minimal RBAC upgrade (and update in place) as the admin
+// to the minimal RBAC of docs/contract.md upgrade (and update in place) as the admin
 // does; with a verb less they fail with a Forbidden error naming the object
 // and delete nothing, and finish once the verb is granted.
 func TestMinimalRBAC(t *testing.T) {

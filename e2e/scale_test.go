@@ -132,7 +132,7 @@ func (m scaleMode) suffix() string {
 // controller's client, so its DELETEs wait for the finalizer's limiter in
 // the transport, as client-go's would before sending them.
 //
-// At the end it prints the results as a markdown table, the README's.
+// At the end it prints the results as a markdown table, as in docs/scale.md.
 // Run it with hack/e2e.sh, without the race detector and one iteration,
 // and a timeout for the sizes: every default case takes about an hour on
 // 2 cores, most of it legacy's throttled finalizer at 5 000 (its deletes
@@ -295,7 +295,7 @@ type scaleRow struct {
 	sum  scaleResult
 }
 
-// scaleTable renders the rows as the README's markdown table, per
+// scaleTable renders the rows as docs/scale.md's markdown table, per
 // upgrade.
 func scaleTable(rows []scaleRow) string {
 	var t strings.Builder
