@@ -70,7 +70,8 @@ type BuildFunc func(ctx context.Context, desired Desired, role Role) (*unstructu
 type Executor struct {
 	// Family names the set kind and selects the component's sets.
 	Family Family
-	// Sets reads and writes sets; nil means Dynamic.Resource(Family.Resource).
+	// Sets reads and writes sets; nil means Dynamic.Resource(Family.Resource),
+	// in Family.Namespace when the set kind is namespaced.
 	Sets SetClient
 	// Cache, if set, is where Step reads the family from (an informer's
 	// lister), so a steady-state reconcile makes no API call. A cache can
@@ -94,9 +95,9 @@ type Executor struct {
 	// reads is always read whole.
 	Metadata metadata.Interface
 	// SetsMetadata reads the sets' metadata; nil means
-	// Metadata.Resource(Family.Resource) when Sets is nil too. An
-	// executor whose Sets is namespaced (package inventory's) sets it to
-	// the same namespace.
+	// Metadata.Resource(Family.Resource) (in Family.Namespace when the
+	// set kind is namespaced) when Sets is nil too. An executor given a
+	// namespaced Sets sets it to the same namespace.
 	SetsMetadata SetMetadataClient
 	// Objects reaches the resources sets list, for the ownership handover
 	// before a retirement and for [Executor.Finalize]; nil means
@@ -121,7 +122,9 @@ type Executor struct {
 	// answer after a reset is taken as it is (client-go's
 	// DeferredDiscoveryRESTMapper drops a group whose discovery failed).
 	Discovery discovery.DiscoveryInterface
-	// Build makes a desired set; required for Create and Update.
+	// Build makes a desired set; required by a Step with a desired
+	// generation (which creates and updates sets), not by a removal (Step
+	// with nil) or Finalize. See [Executor.Validate].
 	Build BuildFunc
 	// RoleOrder orders retirement on a removal (see [Planner.RoleOrder]).
 	RoleOrder []string
@@ -240,6 +243,9 @@ func (e *Executor) sets() SetClient {
 	if e.Sets != nil {
 		return e.Sets
 	}
+	if e.Family.Namespaced {
+		return e.Dynamic.Resource(e.Family.Resource).Namespace(e.Family.Namespace)
+	}
 	return e.Dynamic.Resource(e.Family.Resource)
 }
 
@@ -249,6 +255,8 @@ func (e *Executor) setsMetadata() SetMetadataClient {
 	switch {
 	case e.SetsMetadata != nil:
 		return e.SetsMetadata
+	case e.Sets == nil && e.Metadata != nil && e.Family.Namespaced:
+		return e.Metadata.Resource(e.Family.Resource).Namespace(e.Family.Namespace)
 	case e.Sets == nil && e.Metadata != nil:
 		return e.Metadata.Resource(e.Family.Resource)
 	}
@@ -286,12 +294,11 @@ var errOutOfTime = errors.New("step timeout reached")
 // outOfTime reports whether the call's StepTimeout has run out.
 func (r *run) outOfTime() bool { return !r.deadline.IsZero() && !time.Now().Before(r.deadline) }
 
-func (e *Executor) start() (*run, error) {
-	if err := e.Family.Validate(); err != nil {
+// start validates the executor (with Build when build is true) and
+// begins a call: nothing is read or written before it returns.
+func (e *Executor) start(build bool) (*run, error) {
+	if err := e.validate(build); err != nil {
 		return nil, err
-	}
-	if e.Sets == nil && e.Dynamic == nil {
-		return nil, fmt.Errorf("%w: executor has neither Sets nor Dynamic", ErrInvalidFamily)
 	}
 	r := &run{e: e, family: e.Family, objects: e.Objects}
 	var res *resolver
@@ -473,8 +480,11 @@ func (r *run) record(c Call) {
 // With [Executor.Cache] the family is read from the cache, and a plan that
 // retires or creates anything is made again from a List on the API server
 // before any of it is carried out.
+//
+// A misconfigured executor ([Executor.Validate], and Build when desired is
+// not nil) fails with a [*ConfigError] before any read or write.
 func (e *Executor) Step(ctx context.Context, desired *Desired) (Result, error) {
-	r, err := e.start()
+	r, err := e.start(desired != nil)
 	if err != nil {
 		return Result{}, err
 	}
