@@ -53,7 +53,9 @@ func fakeClient() *fake.FakeDynamicClient {
 func executor(inv inventory.Inventory, c *fake.FakeDynamicClient, g *inventory.Generation) *handoff.Executor {
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, meta.RESTScopeNamespace)
-	return &handoff.Executor{Family: inv.Family(), Sets: inv.Sets(c), Dynamic: c, Mapper: mapper, Build: g.Build, Prune: handoff.DefaultPruneOptions()}
+	exec := inv.Executor(c, mapper)
+	exec.Build = g.Build
+	return exec
 }
 
 func stored(t *testing.T, inv inventory.Inventory, c *fake.FakeDynamicClient) []unstructured.Unstructured {

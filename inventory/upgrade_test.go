@@ -87,12 +87,7 @@ func newUpgrade(t *testing.T) *upgrade {
 	c := handofftest.NewCluster()
 	dyn := c.ClientFor("executor")
 	inv := inventory.Inventory{Namespace: "knative-operator", Component: "knative-serving", Probe: rolledOut{}}
-	prune := handoff.DefaultPruneOptions()
-	prune.Owners = []types.UID{crUID}
-	prune.AnyUnowned = true
-	return &upgrade{c: c, inv: inv, exec: &handoff.Executor{
-		Family: inv.Family(), Sets: inv.Sets(dyn), Dynamic: dyn, Mapper: c.Mapper(), Prune: prune,
-	}}
+	return &upgrade{c: c, inv: inv, exec: inv.Executor(dyn, c.Mapper(), crUID)}
 }
 
 // install seeds objs as the operator applied them.
