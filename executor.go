@@ -224,6 +224,23 @@ type Result struct {
 	// from the API server and planned again; Plan is then the confirmed
 	// plan.
 	Confirmed bool
+	// Deleted, Collected, HandedOver, Kept and Skipped say what the
+	// Step's retirements did with the resources the retired sets list,
+	// as [FinalizeResult]'s fields of the same names do, each resource
+	// once per set retired. A retirement hands over what a live set
+	// lists (HandedOver, or Kept when no write was needed) and releases
+	// protected and keep-annotated resources (Skipped, Detached). What no
+	// live set lists is decided when the set is finalized: by the Step
+	// itself for a set without a finalizer of its own (an inventory set),
+	// which lands in Deleted, Collected or Skipped with the reason it was
+	// left (owned by an object outside the family, no owner and a kind
+	// not installed without one, listed by another family), and otherwise
+	// by the set's finalizer, whose FinalizeResult reports it.
+	Deleted    []Item
+	Collected  []Item
+	HandedOver []Item
+	Kept       []Item
+	Skipped    []Item
 	// Unserved holds the resources of the sets retired whose kind is not
 	// served, established by a fresh discovery: nothing was handed over or
 	// released for them, as no object of them can exist. A resource a
@@ -285,6 +302,8 @@ type run struct {
 	setReads      struct{ lists, gets int }
 	cached        map[types.UID]string // the resourceVersions of the sets the cache gave the view
 	keptCount     int                  // resources handed over or released by retirements
+	retired       Result               // what retirements did: its Deleted, Collected, HandedOver, Kept and Skipped
+	detached      map[retiredRef]bool  // resources a retirement released before the Step finalized their set
 	deadline      time.Time            // from StepTimeout; zero: none
 }
 
@@ -542,7 +561,8 @@ func (r *run) step(ctx context.Context, desired *Desired) (Result, Plan, error) 
 	}
 	invalid := res.invalid()
 	err = r.carryOut(ctx, plan, desired)
-	res.Writes, res.Unserved, res.Reads = r.writes, r.unserved, r.live.reads
+	res.Writes, res.Unserved, res.Reads = r.writes, uniqueItems(r.unserved), r.live.reads
+	res.Deleted, res.Collected, res.HandedOver, res.Kept, res.Skipped = r.retired.Deleted, r.retired.Collected, r.retired.HandedOver, r.retired.Kept, r.retired.Skipped
 	if errors.Is(err, errOutOfTime) {
 		// What was done stays done: the next Step plans again from the
 		// cluster and goes on from there.
@@ -1170,6 +1190,11 @@ func (r *run) retireWrite(ctx context.Context, uid types.UID) (*setWrite, error)
 	s := *sp
 	d := r.decide(uid)
 	others := r.others(uid)
+	// A set with no finalizer: the executor finalizes it itself. Its own
+	// finalizer keeps the set until that is done, so a delete that fails
+	// is tried again by the next Step (ActionFinalize), and nothing is
+	// deleted while a live set lists it.
+	own := needsFinalizer(s)
 	var errs []error
 	if err := r.prefetch(ctx, refsOf(d.Items), false); err != nil {
 		return nil, &SetError{Name: s.Name, Err: fmt.Errorf("retire: read what it lists: %w", err)}
@@ -1181,19 +1206,28 @@ func (r *run) retireWrite(ctx context.Context, uid types.UID) (*setWrite, error)
 		done, what, err := r.settle(ctx, s, others, it, false)
 		if err != nil {
 			errs = append(errs, &ResourceError{Ref: it.Ref, Err: err})
+			continue
 		}
 		if what == handedOver || done.Detached {
 			r.keptCount++
+		}
+		// What a live set lists, and a protected or keep-annotated
+		// resource released, is final; the rest of what no live set lists
+		// is decided when the set is finalized (by finish for a set
+		// without a finalizer: it reports it, released or not).
+		switch {
+		case it.Verdict != Delete, done.Detached && !own:
+			r.note(uid, done, what)
+		case done.Detached:
+			if r.detached == nil {
+				r.detached = map[retiredRef]bool{}
+			}
+			r.detached[retiredRef{uid, it.Ref}] = true
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, &SetError{Name: s.Name, Err: fmt.Errorf("retire: hand over or release resources: %w", err)}
 	}
-	// A set with no finalizer: the executor finalizes it itself. Its own
-	// finalizer keeps the set until that is done, so a delete that fails
-	// is tried again by the next Step (ActionFinalize), and nothing is
-	// deleted while a live set lists it.
-	own := needsFinalizer(s)
 	if own {
 		if err := r.addFinalizer(ctx, s); err != nil {
 			return nil, err
@@ -1284,9 +1318,12 @@ func (r *run) finish(ctx context.Context, uid types.UID) error {
 		if r.outOfTime() {
 			return errOutOfTime
 		}
-		if _, _, err := r.settle(ctx, s, others, it, true); err != nil {
+		done, what, err := r.settle(ctx, s, others, it, true)
+		if err != nil {
 			errs = append(errs, &ResourceError{Ref: it.Ref, Err: err})
+			continue
 		}
+		r.note(uid, done, what)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return &SetError{Name: s.Name, Err: fmt.Errorf("finalize: delete what it installed without an owner: %w", err)}
@@ -1326,6 +1363,47 @@ const (
 	collected                 // obsolete and owned by the retiring set alone: the garbage collector deletes it with the set
 	unserved                  // its kind is not served: no object can exist
 )
+
+// retiredRef is a resource as one retired set lists it.
+type retiredRef struct {
+	set types.UID
+	ref Ref
+}
+
+// note records in r.retired what a retirement did with a resource, it
+// being final: the Step reports it in [Result]. A resource of a kind not
+// served is in r.unserved already.
+func (r *run) note(set types.UID, it Item, what outcome) {
+	if r.detached[retiredRef{set, it.Ref}] {
+		it.Detached = true // by the retirement, before the Step finalized the set
+	}
+	res := &r.retired
+	switch what {
+	case handedOver:
+		res.HandedOver = append(res.HandedOver, it)
+	case kept:
+		res.Kept = append(res.Kept, it)
+	case deleted:
+		res.Deleted = append(res.Deleted, it)
+	case collected:
+		res.Collected = append(res.Collected, it)
+	case unserved:
+	default:
+		res.Skipped = append(res.Skipped, it)
+	}
+}
+
+// uniqueItems returns items without repeats, in order: a retirement and
+// the finalization that follows it in the same Step may both meet a
+// resource whose kind is not served.
+func uniqueItems(items []Item) []Item {
+	seen := make(map[Item]bool, len(items))
+	return slices.DeleteFunc(items, func(it Item) bool {
+		dup := seen[it]
+		seen[it] = true
+		return dup
+	})
+}
 
 // settle makes one resource the retiring set lists safe for the set to go,
 // and returns the item as carried out and what happened:
