@@ -24,7 +24,9 @@
 //     generations coexist, so the old one does not revert the new one.
 //   - [Executor] is the only code that talks to the API server:
 //     [Executor.Step] once per reconcile, [Executor.Finalize] from the set
-//     controller's finalizer.
+//     controller's finalizer. Both check the executor first
+//     ([Executor.Validate]): a misconfigured one fails with a
+//     [*ConfigError] naming every field at fault, before any call.
 //   - [ManifestivalObjects] and [NewTypedSetClient] let the executor work
 //     through the clients a manifestival operator already holds (an
 //     mf.Client, a client-gen typed client of its set kind);
@@ -38,10 +40,11 @@
 // ([Rollout] judges one), and the executor reads them with one List per
 // kind and namespace after each observe. Objects the operator's component
 // object owns count as the family's when its UID is in
-// [PruneOptions.Owners]; with [PruneOptions.AnyUnowned], so do unowned
-// ones. A handoff in place is then: record the new inventory, apply,
-// wait for rollout, delete what only the old inventory lists, delete the
-// old inventory.
+// [PruneOptions.Owners]; with [PruneOptions.AnyUnowned], which Owners
+// requires, so do unowned ones. A handoff in place is then: record the
+// new inventory, apply, wait for rollout, delete what only the old
+// inventory lists, delete the old inventory; the Step's [Result] says
+// what each retirement deleted, kept and left, and why.
 //
 // The set controller's contract: put a finalizer on each set and call
 // [Executor.Finalize] from it instead of deleting every listed resource by

@@ -18,7 +18,10 @@ var (
 	// ErrNameTaken means a set's deterministic name is held by an object that
 	// is not the set the executor meant to create.
 	ErrNameTaken = errors.New("set name is taken")
-	// ErrInvalidFamily means a [Family] lacks a field the operation needs.
+	// ErrInvalidFamily means a [Family], or an [Executor] configured with
+	// one, lacks a field the operation needs or has fields that contradict
+	// each other; a [*ConfigError], which matches it, names every such
+	// field.
 	ErrInvalidFamily = errors.New("invalid family")
 	// ErrDiscoveryFailed means the discovery of an API group failed, so
 	// whether a kind of it is served is unknown: nothing listed in such a

@@ -70,7 +70,8 @@ type BuildFunc func(ctx context.Context, desired Desired, role Role) (*unstructu
 type Executor struct {
 	// Family names the set kind and selects the component's sets.
 	Family Family
-	// Sets reads and writes sets; nil means Dynamic.Resource(Family.Resource).
+	// Sets reads and writes sets; nil means Dynamic.Resource(Family.Resource),
+	// in Family.Namespace when the set kind is namespaced.
 	Sets SetClient
 	// Cache, if set, is where Step reads the family from (an informer's
 	// lister), so a steady-state reconcile makes no API call. A cache can
@@ -94,9 +95,9 @@ type Executor struct {
 	// reads is always read whole.
 	Metadata metadata.Interface
 	// SetsMetadata reads the sets' metadata; nil means
-	// Metadata.Resource(Family.Resource) when Sets is nil too. An
-	// executor whose Sets is namespaced (package inventory's) sets it to
-	// the same namespace.
+	// Metadata.Resource(Family.Resource) (in Family.Namespace when the
+	// set kind is namespaced) when Sets is nil too. An executor given a
+	// namespaced Sets sets it to the same namespace.
 	SetsMetadata SetMetadataClient
 	// Objects reaches the resources sets list, for the ownership handover
 	// before a retirement and for [Executor.Finalize]; nil means
@@ -121,7 +122,9 @@ type Executor struct {
 	// answer after a reset is taken as it is (client-go's
 	// DeferredDiscoveryRESTMapper drops a group whose discovery failed).
 	Discovery discovery.DiscoveryInterface
-	// Build makes a desired set; required for Create and Update.
+	// Build makes a desired set; required by a Step with a desired
+	// generation (which creates and updates sets), not by a removal (Step
+	// with nil) or Finalize. See [Executor.Validate].
 	Build BuildFunc
 	// RoleOrder orders retirement on a removal (see [Planner.RoleOrder]).
 	RoleOrder []string
@@ -221,6 +224,23 @@ type Result struct {
 	// from the API server and planned again; Plan is then the confirmed
 	// plan.
 	Confirmed bool
+	// Deleted, Collected, HandedOver, Kept and Skipped say what the
+	// Step's retirements did with the resources the retired sets list,
+	// as [FinalizeResult]'s fields of the same names do, each resource
+	// once per set retired. A retirement hands over what a live set
+	// lists (HandedOver, or Kept when no write was needed) and releases
+	// protected and keep-annotated resources (Skipped, Detached). What no
+	// live set lists is decided when the set is finalized: by the Step
+	// itself for a set without a finalizer of its own (an inventory set),
+	// which lands in Deleted, Collected or Skipped with the reason it was
+	// left (owned by an object outside the family, no owner and a kind
+	// not installed without one, listed by another family), and otherwise
+	// by the set's finalizer, whose FinalizeResult reports it.
+	Deleted    []Item
+	Collected  []Item
+	HandedOver []Item
+	Kept       []Item
+	Skipped    []Item
 	// Unserved holds the resources of the sets retired whose kind is not
 	// served, established by a fresh discovery: nothing was handed over or
 	// released for them, as no object of them can exist. A resource a
@@ -240,6 +260,9 @@ func (e *Executor) sets() SetClient {
 	if e.Sets != nil {
 		return e.Sets
 	}
+	if e.Family.Namespaced {
+		return e.Dynamic.Resource(e.Family.Resource).Namespace(e.Family.Namespace)
+	}
 	return e.Dynamic.Resource(e.Family.Resource)
 }
 
@@ -249,6 +272,8 @@ func (e *Executor) setsMetadata() SetMetadataClient {
 	switch {
 	case e.SetsMetadata != nil:
 		return e.SetsMetadata
+	case e.Sets == nil && e.Metadata != nil && e.Family.Namespaced:
+		return e.Metadata.Resource(e.Family.Resource).Namespace(e.Family.Namespace)
 	case e.Sets == nil && e.Metadata != nil:
 		return e.Metadata.Resource(e.Family.Resource)
 	}
@@ -277,6 +302,8 @@ type run struct {
 	setReads      struct{ lists, gets int }
 	cached        map[types.UID]string // the resourceVersions of the sets the cache gave the view
 	keptCount     int                  // resources handed over or released by retirements
+	retired       Result               // what retirements did: its Deleted, Collected, HandedOver, Kept and Skipped
+	detached      map[retiredRef]bool  // resources a retirement released before the Step finalized their set
 	deadline      time.Time            // from StepTimeout; zero: none
 }
 
@@ -286,12 +313,11 @@ var errOutOfTime = errors.New("step timeout reached")
 // outOfTime reports whether the call's StepTimeout has run out.
 func (r *run) outOfTime() bool { return !r.deadline.IsZero() && !time.Now().Before(r.deadline) }
 
-func (e *Executor) start() (*run, error) {
-	if err := e.Family.Validate(); err != nil {
+// start validates the executor (with Build when build is true) and
+// begins a call: nothing is read or written before it returns.
+func (e *Executor) start(build bool) (*run, error) {
+	if err := e.validate(build); err != nil {
 		return nil, err
-	}
-	if e.Sets == nil && e.Dynamic == nil {
-		return nil, fmt.Errorf("%w: executor has neither Sets nor Dynamic", ErrInvalidFamily)
 	}
 	r := &run{e: e, family: e.Family, objects: e.Objects}
 	var res *resolver
@@ -473,8 +499,11 @@ func (r *run) record(c Call) {
 // With [Executor.Cache] the family is read from the cache, and a plan that
 // retires or creates anything is made again from a List on the API server
 // before any of it is carried out.
+//
+// A misconfigured executor ([Executor.Validate], and Build when desired is
+// not nil) fails with a [*ConfigError] before any read or write.
 func (e *Executor) Step(ctx context.Context, desired *Desired) (Result, error) {
-	r, err := e.start()
+	r, err := e.start(desired != nil)
 	if err != nil {
 		return Result{}, err
 	}
@@ -532,7 +561,8 @@ func (r *run) step(ctx context.Context, desired *Desired) (Result, Plan, error) 
 	}
 	invalid := res.invalid()
 	err = r.carryOut(ctx, plan, desired)
-	res.Writes, res.Unserved, res.Reads = r.writes, r.unserved, r.live.reads
+	res.Writes, res.Unserved, res.Reads = r.writes, uniqueItems(r.unserved), r.live.reads
+	res.Deleted, res.Collected, res.HandedOver, res.Kept, res.Skipped = r.retired.Deleted, r.retired.Collected, r.retired.HandedOver, r.retired.Kept, r.retired.Skipped
 	if errors.Is(err, errOutOfTime) {
 		// What was done stays done: the next Step plans again from the
 		// cluster and goes on from there.
@@ -1160,6 +1190,11 @@ func (r *run) retireWrite(ctx context.Context, uid types.UID) (*setWrite, error)
 	s := *sp
 	d := r.decide(uid)
 	others := r.others(uid)
+	// A set with no finalizer: the executor finalizes it itself. Its own
+	// finalizer keeps the set until that is done, so a delete that fails
+	// is tried again by the next Step (ActionFinalize), and nothing is
+	// deleted while a live set lists it.
+	own := needsFinalizer(s)
 	var errs []error
 	if err := r.prefetch(ctx, refsOf(d.Items), false); err != nil {
 		return nil, &SetError{Name: s.Name, Err: fmt.Errorf("retire: read what it lists: %w", err)}
@@ -1171,19 +1206,28 @@ func (r *run) retireWrite(ctx context.Context, uid types.UID) (*setWrite, error)
 		done, what, err := r.settle(ctx, s, others, it, false)
 		if err != nil {
 			errs = append(errs, &ResourceError{Ref: it.Ref, Err: err})
+			continue
 		}
 		if what == handedOver || done.Detached {
 			r.keptCount++
+		}
+		// What a live set lists, and a protected or keep-annotated
+		// resource released, is final; the rest of what no live set lists
+		// is decided when the set is finalized (by finish for a set
+		// without a finalizer: it reports it, released or not).
+		switch {
+		case it.Verdict != Delete, done.Detached && !own:
+			r.note(uid, done, what)
+		case done.Detached:
+			if r.detached == nil {
+				r.detached = map[retiredRef]bool{}
+			}
+			r.detached[retiredRef{uid, it.Ref}] = true
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, &SetError{Name: s.Name, Err: fmt.Errorf("retire: hand over or release resources: %w", err)}
 	}
-	// A set with no finalizer: the executor finalizes it itself. Its own
-	// finalizer keeps the set until that is done, so a delete that fails
-	// is tried again by the next Step (ActionFinalize), and nothing is
-	// deleted while a live set lists it.
-	own := needsFinalizer(s)
 	if own {
 		if err := r.addFinalizer(ctx, s); err != nil {
 			return nil, err
@@ -1274,9 +1318,12 @@ func (r *run) finish(ctx context.Context, uid types.UID) error {
 		if r.outOfTime() {
 			return errOutOfTime
 		}
-		if _, _, err := r.settle(ctx, s, others, it, true); err != nil {
+		done, what, err := r.settle(ctx, s, others, it, true)
+		if err != nil {
 			errs = append(errs, &ResourceError{Ref: it.Ref, Err: err})
+			continue
 		}
+		r.note(uid, done, what)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return &SetError{Name: s.Name, Err: fmt.Errorf("finalize: delete what it installed without an owner: %w", err)}
@@ -1316,6 +1363,47 @@ const (
 	collected                 // obsolete and owned by the retiring set alone: the garbage collector deletes it with the set
 	unserved                  // its kind is not served: no object can exist
 )
+
+// retiredRef is a resource as one retired set lists it.
+type retiredRef struct {
+	set types.UID
+	ref Ref
+}
+
+// note records in r.retired what a retirement did with a resource, it
+// being final: the Step reports it in [Result]. A resource of a kind not
+// served is in r.unserved already.
+func (r *run) note(set types.UID, it Item, what outcome) {
+	if r.detached[retiredRef{set, it.Ref}] {
+		it.Detached = true // by the retirement, before the Step finalized the set
+	}
+	res := &r.retired
+	switch what {
+	case handedOver:
+		res.HandedOver = append(res.HandedOver, it)
+	case kept:
+		res.Kept = append(res.Kept, it)
+	case deleted:
+		res.Deleted = append(res.Deleted, it)
+	case collected:
+		res.Collected = append(res.Collected, it)
+	case unserved:
+	default:
+		res.Skipped = append(res.Skipped, it)
+	}
+}
+
+// uniqueItems returns items without repeats, in order: a retirement and
+// the finalization that follows it in the same Step may both meet a
+// resource whose kind is not served.
+func uniqueItems(items []Item) []Item {
+	seen := make(map[Item]bool, len(items))
+	return slices.DeleteFunc(items, func(it Item) bool {
+		dup := seen[it]
+		seen[it] = true
+		return dup
+	})
+}
 
 // settle makes one resource the retiring set lists safe for the set to go,
 // and returns the item as carried out and what happened:

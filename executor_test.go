@@ -662,3 +662,99 @@ func TestUpdateInPlacePrunesWhatItDropped(t *testing.T) {
 		t.Errorf("the set still records dropped resources: %s", v)
 	}
 }
+
+// A Step's Result says what its retirements did with each resource the
+// retired sets list; what no live set lists is left to the sets'
+// finalizer (the set controller's Finalize), which reports it.
+func TestStepReportsWhatItsRetirementsDid(t *testing.T) {
+	ctx := context.Background()
+	w, _, v2 := newSmall(t)
+	got := map[string][]string{}
+	for i := 0; ; i++ {
+		if i == 20 {
+			t.Fatal("v2 not converged after 20 rounds")
+		}
+		res, err := w.Round(ctx, v2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for field, items := range map[string][]handoff.Item{"Deleted": res.Deleted, "Collected": res.Collected,
+			"HandedOver": res.HandedOver, "Kept": res.Kept, "Skipped": res.Skipped, "Unserved": res.Unserved} {
+			for _, it := range items {
+				got[field] = append(got[field], it.String())
+			}
+		}
+		if !res.Requeue {
+			break
+		}
+	}
+	static, deploy := w.Family.SetName("v2", "static"), w.Family.SetName("v2", "deployment")
+	listed := func(set, role string) string { return fmt.Sprintf(": listed by %s (v2/%s)", set, role) }
+	// Workloads first. The set controller applied v2 before it was Ready,
+	// and moved what v2 lists to v2's sets: the retirement had nothing to
+	// hand over. config-only-v1, which v2 does not list, is the
+	// finalizer's to delete.
+	want := map[string][]string{
+		"Kept": {
+			"Keep Deployment.apps comp-ns/controller" + listed(deploy, "deployment"),
+			"Keep Namespace comp-ns" + listed(static, "static"),
+			"Keep ConfigMap comp-ns/config-a" + listed(static, "static"),
+			"Keep ConfigMap comp-ns/config-b" + listed(static, "static"),
+			"Keep ValidatingWebhookConfiguration.admissionregistration.k8s.io validation.webhook" + listed(static, "static"),
+		},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("what the retirements reported (-want +got):\n%s", d)
+	}
+}
+
+// A set without a finalizer is finalized by the Step that retires it: the
+// Result then holds every resource it listed, each once, with what became
+// of it and why.
+func TestStepReportsWhatItFinalized(t *testing.T) {
+	f := newFixture(t, handofftest.WithoutAutoGC())
+	shared := cm("shared")
+	hook := mkObj("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "", "only-v1.webhook", "")
+	pvc := mkObj("v1", "PersistentVolumeClaim", testNS, "data", "")
+	kept := cm("kept")
+	kept.SetAnnotations(map[string]string{handoff.DefaultKeepAnnotation: handoff.KeepValue})
+	obsolete := cm("obsolete")
+	foreign := cm("foreign")
+	foreign.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "p", UID: "uid-pod"}})
+	unowned := cm("unowned")
+	v1 := []*unstructured.Unstructured{shared, hook, pvc, kept, obsolete, foreign, unowned}
+	f.seed(t, []setSpec{
+		{name: "static-v1", gen: "v1", role: "static", age: 20, ready: true, lists: v1},
+		{name: "static-v2", gen: "v2", role: "static", age: 10, ready: true, lists: []*unstructured.Unstructured{shared}},
+	}, v1, map[string]string{"shared": "static-v1", "data": "static-v1", "kept": "static-v1", "obsolete": "static-v1"})
+
+	res, err := f.exec.Step(context.Background(), desired("v2", "static"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for field, items := range map[string][]handoff.Item{"Deleted": res.Deleted, "Collected": res.Collected,
+		"HandedOver": res.HandedOver, "Kept": res.Kept, "Skipped": res.Skipped, "Unserved": res.Unserved} {
+		for _, it := range items {
+			s := it.String()
+			if it.Detached {
+				s += " (detached)"
+			}
+			got[field] = append(got[field], s)
+		}
+	}
+	want := map[string][]string{
+		"HandedOver": {"Keep ConfigMap comp-ns/shared: listed by static-v2 (v2/static)"},
+		"Skipped": {
+			"Skip PersistentVolumeClaim comp-ns/data: protected kind (detached)",
+			"Skip ConfigMap comp-ns/kept: annotated handoff.kube-handoff.io/on-remove=keep (detached)",
+			"Skip ConfigMap comp-ns/foreign: owned by an object outside the family",
+			"Skip ConfigMap comp-ns/unowned: has no owner and its kind is not installed without one",
+		},
+		"Deleted":   {"Delete ValidatingWebhookConfiguration.admissionregistration.k8s.io only-v1.webhook: installed without an owner, listed by no other set"},
+		"Collected": {"Delete ConfigMap comp-ns/obsolete: owned by static-v1 alone, listed by no other set: left to the garbage collector"},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("what the Step reported (-want +got):\n%s", d)
+	}
+}

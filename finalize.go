@@ -62,7 +62,7 @@ type FinalizeResult struct {
 // family that cannot be read whole does not stop it, and counts as a
 // lister of what it could be read to list.
 func (e *Executor) Finalize(ctx context.Context, set *unstructured.Unstructured) (FinalizeResult, error) {
-	r, err := e.start()
+	r, err := e.start(false)
 	if err != nil {
 		return FinalizeResult{}, err
 	}

@@ -40,8 +40,17 @@ const (
 // TektonPipeline, operator.tekton.dev/type: main} and GenerationLabel
 // operator.tekton.dev/release-version.
 type Family struct {
-	// Resource is the set kind's resource. Sets are cluster-scoped.
+	// Resource is the set kind's resource. Sets are cluster-scoped unless
+	// Namespaced says otherwise.
 	Resource schema.GroupVersionResource
+	// Namespaced says the set kind is namespaced (package inventory's
+	// ConfigMaps): the family's sets live in Namespace, which must then
+	// be set. False for a cluster-scoped set kind (TektonInstallerSet).
+	Namespaced bool
+	// Namespace is where the sets of a namespaced set kind live: the
+	// executor's default Sets and SetsMetadata address it. Set only with
+	// Namespaced.
+	Namespace string
 	// Kind is the set kind, for ownerReferences.
 	Kind string
 	// Selector holds the labels every set of the family carries. It must
@@ -93,23 +102,19 @@ type Family struct {
 	NamePrefix string
 }
 
-// Validate reports a family that cannot be used safely.
+// Validate reports a family that cannot be used safely: a [*ConfigError]
+// naming every field at fault (Family.Resource, Family.Selector,
+// Family.GenerationLabel, Family.KindSelector, Family.Namespace,
+// Family.Namespaced), which matches [ErrInvalidFamily].
 func (f Family) Validate() error {
-	switch {
-	case f.Resource.Resource == "":
-		return fmt.Errorf("%w: no set resource", ErrInvalidFamily)
-	case len(f.Selector) == 0:
-		return fmt.Errorf("%w: %s: empty selector would select every set", ErrInvalidFamily, f.Resource.Resource)
-	case f.GenerationLabel == "":
-		return fmt.Errorf("%w: %s: no generation label", ErrInvalidFamily, f.Resource.Resource)
+	ps := f.problems()
+	if len(ps) == 0 {
+		return nil
 	}
-	for k, v := range f.KindSelector {
-		if got, ok := f.Selector[k]; !ok || got != v {
-			// The List of every set of the kind would miss the family's own.
-			return fmt.Errorf("%w: %s: kind selector label %s=%s is not in the family selector %v", ErrInvalidFamily, f.Resource.Resource, k, v, f.Selector)
-		}
+	for i := range ps {
+		ps[i].Field = "Family." + ps[i].Field
 	}
-	return nil
+	return &ConfigError{Object: f.describe(), Problems: ps}
 }
 
 func (f Family) roleLabel() string {

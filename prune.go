@@ -56,6 +56,14 @@ type PruneOptions struct {
 	// only: a protected or keep-annotated object no live set lists any more
 	// loses its references to Owners, so removing the component does not
 	// take what it was told to keep.
+	//
+	// Owners requires AnyUnowned ([Executor.Validate] refuses it alone,
+	// naming Executor.Prune.Owners): an operator that owns what it applies
+	// by its component object owns every kind so, and with Unowned alone
+	// an object of another kind that only the owner owns would be left
+	// behind on every retirement, with no error. Keep what must stay with
+	// Protected or the keep annotation instead. Package inventory's
+	// Inventory.PruneOptions sets both.
 	Owners []types.UID
 	// AnyUnowned makes every kind one installed without an ownerReference
 	// (see Unowned): for sets that own nothing, such as inventory sets,

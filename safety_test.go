@@ -51,6 +51,10 @@ func newFixture(t *testing.T, opts ...handofftest.Option) *fixture {
 	return &fixture{c: c, fam: fam, exec: &handoff.Executor{
 		Family: fam, Dynamic: c.ClientFor("executor"), Mapper: c.Mapper(),
 		Prune: handoff.DefaultPruneOptions(), RoleOrder: []string{"static", "deployment"},
+		Build: func(_ context.Context, d handoff.Desired, r handoff.Role) (*unstructured.Unstructured, error) {
+			// The sets are seeded: a Step that builds one is a test's bug.
+			return nil, fmt.Errorf("the fixture builds no set (%s/%s)", d.Generation, r.Name)
+		},
 	}}
 }
 

@@ -8,11 +8,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -160,6 +162,8 @@ func TestExecutorStepOverTypedClient(t *testing.T) {
 			Selector: map[string]string{"family": "x"}, GenerationLabel: "gen", NamePrefix: "x-",
 			Resources: func(*unstructured.Unstructured) ([]Ref, error) { return nil, nil }, Probe: alwaysReady{}},
 		Sets: c,
+		// The sets list nothing, so no retirement reaches a resource.
+		Objects: NewDynamicObjects(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), meta.NewDefaultRESTMapper(nil)),
 		Build: func(_ context.Context, d Desired, r Role) (*unstructured.Unstructured, error) {
 			u := &unstructured.Unstructured{Object: map[string]any{"data": map[string]any{"gen": d.Generation}}}
 			u.SetNamespace("ns")

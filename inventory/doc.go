@@ -18,10 +18,13 @@
 // Inventory sets own nothing: no object gets an ownerReference to one, so
 // deleting an inventory deletes nothing by garbage collection, and the
 // objects keep the owner the operator gives them (knative/operator: its
-// component object, for namespaced objects). Give the executor that
-// owner's UID in [handoff.PruneOptions.Owners] and set
-// [handoff.PruneOptions.AnyUnowned], so that what only that owner owns, or
-// nobody, counts as installed by the family.
+// component object, for namespaced objects). [Inventory.PruneOptions]
+// (and [Inventory.Executor], which uses it) puts that owner's UID in
+// [handoff.PruneOptions.Owners] and sets [handoff.PruneOptions.AnyUnowned]
+// in one place, so that what only that owner owns, or nobody, counts as
+// installed by the family; Owners without AnyUnowned is a configuration
+// error ([handoff.ConfigError]). What a retirement left, and why, is in
+// the Step's [handoff.Result] (Skipped, Deleted, HandedOver, Kept).
 //
 // A generation applied in place over the previous one (same object names)
 // is handed off in this order, one [handoff.Executor.Step] per reconcile:
@@ -46,8 +49,8 @@
 //
 //	inv := inventory.Inventory{Namespace: "knative-operator", Component: "knative-serving"}
 //	gen, err := inv.Generation(version, manifest.Resources())
-//	exec := &handoff.Executor{Family: inv.Family(), Sets: inv.Sets(dyn), Build: gen.Build,
-//		Dynamic: dyn, Mapper: mapper, Prune: prune}
+//	exec := inv.Executor(dyn, mapper, component.GetUID()) // Family, Prune.Owners and AnyUnowned
+//	exec.Build = gen.Build
 //	res, err := exec.Step(ctx, gen.Desired) // records the inventory first
 //	// list the family, then stamp what is about to be applied:
 //	err = inventory.Stamp(family, gen.Desired.Generation, objs)

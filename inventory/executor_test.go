@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/kube-handoff/handoff"
 	"github.com/kube-handoff/handoff/inventory"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -46,8 +47,15 @@ func fakeClient() *fake.FakeDynamicClient {
 	return c
 }
 
+// executor is the inventory's executor over c. These Steps only record
+// inventories, so its mapper knows ConfigMaps alone: a Step that reached
+// another kind would fail on it.
 func executor(inv inventory.Inventory, c *fake.FakeDynamicClient, g *inventory.Generation) *handoff.Executor {
-	return &handoff.Executor{Family: inv.Family(), Sets: inv.Sets(c), Build: g.Build, Prune: handoff.DefaultPruneOptions()}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, meta.RESTScopeNamespace)
+	exec := inv.Executor(c, mapper)
+	exec.Build = g.Build
+	return exec
 }
 
 func stored(t *testing.T, inv inventory.Inventory, c *fake.FakeDynamicClient) []unstructured.Unstructured {

@@ -2,10 +2,13 @@ package inventory
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/kube-handoff/handoff"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
@@ -138,12 +141,14 @@ func (inv Inventory) Validate() error {
 }
 
 // Family returns the family of the component's inventory sets, for
-// [handoff.Executor.Family]. Its sets are ConfigMaps in Namespace: give the
-// executor [Inventory.Sets] as its Sets, or it would address ConfigMaps
-// without a namespace. The sets own nothing, so the executor's
-// PruneOptions want AnyUnowned (what the family applied has no set owner)
-// and, where the operator makes its component object the owner of what it
-// applies, that object's UID in Owners.
+// [handoff.Executor.Family]. Its sets are ConfigMaps in Namespace: the
+// family is Namespaced, with Namespace, so an executor without Sets
+// addresses them there, and an empty Namespace fails the family's
+// validation before the executor reads or writes anything. The sets own
+// nothing, so the executor's PruneOptions want AnyUnowned (what the
+// family applied has no set owner) and, where the operator makes its
+// component object the owner of what it applies, that object's UID in
+// Owners: [Inventory.PruneOptions] sets both.
 func (inv Inventory) Family() handoff.Family {
 	sel := make(map[string]string, len(inv.Selector)+2)
 	for k, v := range inv.Selector {
@@ -154,6 +159,8 @@ func (inv Inventory) Family() handoff.Family {
 	}
 	return handoff.Family{
 		Resource:        ConfigMaps,
+		Namespaced:      true,
+		Namespace:       inv.Namespace,
 		Kind:            "ConfigMap",
 		Selector:        sel,
 		KindSelector:    map[string]string{SetKindLabel: SetKind},
@@ -175,8 +182,35 @@ func (inv Inventory) probe() handoff.Probe {
 	return inv.Probe
 }
 
+// PruneOptions returns what the retirement of the component's inventories
+// may delete: [handoff.DefaultPruneOptions] with AnyUnowned (inventory sets
+// own nothing, so whatever the family applied has no set owner) and owners
+// as Owners: the UIDs of the objects the operator makes the owner of what
+// it applies (knative/operator: the component object), none when it
+// applies without ownerReferences. An object owned by anyone else is
+// never deleted.
+func (inv Inventory) PruneOptions(owners ...types.UID) handoff.PruneOptions {
+	o := handoff.DefaultPruneOptions()
+	o.AnyUnowned = true
+	o.Owners = slices.Clone(owners)
+	return o
+}
+
+// Executor returns the executor of the component's inventories over dyn
+// and mapper: Family, Dynamic and Mapper set, the sets addressed in
+// Namespace through Dynamic, and Prune from [Inventory.PruneOptions] with
+// owners. The caller sets Build to the [Generation.Build] of the
+// generation it steps to (a removal, Step with nil, needs none), and
+// anything else it uses (Discovery, Metadata, Recorder and Component).
+// Step and Finalize validate it ([handoff.Executor.Validate]) before
+// anything else.
+func (inv Inventory) Executor(dyn dynamic.Interface, mapper meta.RESTMapper, owners ...types.UID) *handoff.Executor {
+	return &handoff.Executor{Family: inv.Family(), Dynamic: dyn, Mapper: mapper, Prune: inv.PruneOptions(owners...)}
+}
+
 // Sets returns the client of the component's inventory ConfigMaps, for
-// [handoff.Executor.Sets].
+// [handoff.Executor.Sets] (which an executor over a dynamic client may
+// leave nil: the family addresses the sets in Namespace).
 func (inv Inventory) Sets(dyn dynamic.Interface) handoff.SetClient {
 	return dyn.Resource(ConfigMaps).Namespace(inv.Namespace)
 }

@@ -7,6 +7,8 @@ package inventory_test
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -87,12 +89,7 @@ func newUpgrade(t *testing.T) *upgrade {
 	c := handofftest.NewCluster()
 	dyn := c.ClientFor("executor")
 	inv := inventory.Inventory{Namespace: "knative-operator", Component: "knative-serving", Probe: rolledOut{}}
-	prune := handoff.DefaultPruneOptions()
-	prune.Owners = []types.UID{crUID}
-	prune.AnyUnowned = true
-	return &upgrade{c: c, inv: inv, exec: &handoff.Executor{
-		Family: inv.Family(), Sets: inv.Sets(dyn), Dynamic: dyn, Mapper: c.Mapper(), Prune: prune,
-	}}
+	return &upgrade{c: c, inv: inv, exec: inv.Executor(dyn, c.Mapper(), crUID)}
 }
 
 // install seeds objs as the operator applied them.
@@ -282,5 +279,120 @@ func TestUpdateInPlace(t *testing.T) {
 	}
 	if v := now.GetAnnotations()[handoff.DroppedAnnotation]; v != "" {
 		t.Errorf("dropped record %s left after the prune", v)
+	}
+}
+
+// What an upgrade's retirement kept, deleted and left, and why, is in the
+// Step's Result, resource by resource, as Finalize reports it for a set
+// with a controller. Without Owners, the dropped Secret the component owns
+// is left, and the Result says so and why (issue 37: it said nothing).
+func TestRetirementReportsWhatItLeft(t *testing.T) {
+	controller := obj("apps/v1", "Deployment", servingNS, "controller")
+	config := ownedByCR(obj("v1", "ConfigMap", servingNS, "config-network"))
+	webhook := obj("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "", "validation.webhook.serving.knative.dev")
+	oldCert := ownedByCR(obj("v1", "Secret", servingNS, "routing-serving-certs"))
+	oldRole := obj("rbac.authorization.k8s.io/v1", "ClusterRole", "", "knative-serving-certmanager")
+	kept := annotated(ownedByCR(obj("v1", "ConfigMap", servingNS, "config-kept")), handoff.DefaultKeepAnnotation, handoff.KeepValue)
+	podOwned := obj("v1", "Secret", servingNS, "pod-owned")
+	podOwned.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "some-pod", UID: "uid-some-pod"}})
+	v1 := []unstructured.Unstructured{controller, config, webhook, oldCert, oldRole, kept, podOwned}
+	v2 := []unstructured.Unstructured{controller, config, webhook}
+
+	// In the order the inventory lists them: by namespace, name, group
+	// and kind.
+	const successor = "listed by knative-serving-inventory-part-0-fb04dcb697 (v2/part-0)"
+	keptItems := []string{
+		"Keep ValidatingWebhookConfiguration.admissionregistration.k8s.io validation.webhook.serving.knative.dev: " + successor,
+		"Keep ConfigMap knative-serving/config-network: " + successor,
+		"Keep Deployment.apps knative-serving/controller: " + successor,
+	}
+	tests := map[string]struct {
+		owners []types.UID
+		want   map[string][]string
+	}{
+		"the component object's UID in Owners": {
+			owners: []types.UID{crUID},
+			want: map[string][]string{
+				"Kept": keptItems,
+				"Deleted": {
+					"Delete ClusterRole.rbac.authorization.k8s.io knative-serving-certmanager: installed without an owner, listed by no other set",
+					"Delete Secret knative-serving/routing-serving-certs: installed without an owner, listed by no other set",
+				},
+				"Skipped": {
+					"Skip ConfigMap knative-serving/config-kept: annotated handoff.kube-handoff.io/on-remove=keep (detached)",
+					"Skip Secret knative-serving/pod-owned: owned by an object outside the family",
+				},
+			},
+		},
+		"no Owners: what the component owns is left, with the reason": {
+			want: map[string][]string{
+				"Kept": keptItems,
+				"Deleted": {
+					"Delete ClusterRole.rbac.authorization.k8s.io knative-serving-certmanager: installed without an owner, listed by no other set",
+				},
+				"Skipped": {
+					"Skip ConfigMap knative-serving/config-kept: annotated handoff.kube-handoff.io/on-remove=keep",
+					"Skip Secret knative-serving/pod-owned: owned by an object outside the family",
+					"Skip Secret knative-serving/routing-serving-certs: owned by an object outside the family",
+				},
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			u := newUpgrade(t)
+			u.exec = u.inv.Executor(u.c.ClientFor("executor"), u.c.Mapper(), tc.owners...)
+			u.install(t, annotated(controller, "applied", "v1"), config, webhook, oldCert, oldRole, kept, podOwned)
+			u.steps(t, "v1", v1, 3)
+			g2, err := u.inv.Generation("v2", v2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.exec.Build = g2.Build
+			if _, err := u.exec.Step(ctx, g2.Desired); err != nil {
+				t.Fatal(err)
+			}
+			u.apply(t, annotated(controller, "applied", "v2"))
+			got := map[string][]string{}
+			add := func(field string, items []handoff.Item) {
+				for _, it := range items {
+					s := it.String()
+					if it.Detached {
+						s += " (detached)"
+					}
+					got[field] = append(got[field], s)
+				}
+			}
+			for i := 0; ; i++ {
+				if i == 6 {
+					t.Fatal("v2 not settled after 6 steps")
+				}
+				res, err := u.exec.Step(ctx, g2.Desired)
+				if err != nil {
+					t.Fatal(err)
+				}
+				add("Deleted", res.Deleted)
+				add("Collected", res.Collected)
+				add("HandedOver", res.HandedOver)
+				add("Kept", res.Kept)
+				add("Skipped", res.Skipped)
+				add("Unserved", res.Unserved)
+				if !res.Requeue {
+					break
+				}
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("what the retirement reported (-want +got):\n%s", d)
+			}
+			// What the Result says is what happened.
+			for _, o := range []unstructured.Unstructured{oldCert, oldRole, kept, podOwned} {
+				k := handofftest.KeyOf(&o)
+				deleted := slices.ContainsFunc(got["Deleted"], func(s string) bool { return strings.HasPrefix(s, "Delete "+handoff.RefOf(&o).String()+":") })
+				if exists := u.c.Exists(k); deleted == exists {
+					t.Errorf("%s: reported deleted %v, still there %v", k, deleted, exists)
+				}
+			}
+		})
 	}
 }

@@ -104,11 +104,7 @@ func newWalk(t *testing.T, seed int64) *walk {
 }
 
 func (w *walk) executor() *handoff.Executor {
-	dyn := w.c.ClientFor("executor")
-	prune := handoff.DefaultPruneOptions()
-	prune.Owners = []types.UID{crUID}
-	prune.AnyUnowned = true
-	return &handoff.Executor{Family: w.inv.Family(), Sets: w.inv.Sets(dyn), Dynamic: dyn, Mapper: w.c.Mapper(), Prune: prune}
+	return w.inv.Executor(w.c.ClientFor("executor"), w.c.Mapper(), crUID)
 }
 
 // family lists the inventories as the operator sees them.
