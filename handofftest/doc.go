@@ -11,8 +11,11 @@
 // creationTimestamp, generation and resourceVersion are assigned;
 // conflicting resourceVersions, changed UIDs and failed delete
 // preconditions are refused; generateName gets a random suffix; status is
-// written only through the status subresource; finalizers hold objects in
-// deletion; Background, Foreground and Orphan propagation and the garbage
+// written only through the status subresource; objects over the API
+// server's size limits are refused (annotations over 256 KiB and a
+// ConfigMap's or Secret's data over 1 MiB with 422 Invalid, an object over
+// etcd's 1.5 MiB with 413, see [MaxObjectBytes]); finalizers hold objects
+// in deletion; Background, Foreground and Orphan propagation and the garbage
 // collection of dependents follow ownerReferences ([Cluster.CollectGarbage]).
 //
 // Time is a fake clock ([Cluster.Now]) that advances one step per API
