@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Labels and annotations the library writes on the sets it manages.
@@ -93,7 +95,11 @@ type Family struct {
 	NamePrefix string
 }
 
-// Validate reports a family that cannot be used safely.
+// Validate reports a family that cannot be used safely: no set resource,
+// an empty selector, no generation label, label and annotation keys that
+// are not qualified names or selector values that are not label values
+// (the API server would refuse the List, or the sets, the executor makes
+// with them), a kind selector outside the selector.
 func (f Family) Validate() error {
 	switch {
 	case f.Resource.Resource == "":
@@ -103,11 +109,42 @@ func (f Family) Validate() error {
 	case f.GenerationLabel == "":
 		return fmt.Errorf("%w: %s: no generation label", ErrInvalidFamily, f.Resource.Resource)
 	}
+	sel := make([]string, 0, len(f.Selector))
+	for k := range f.Selector {
+		sel = append(sel, k)
+	}
+	slices.Sort(sel) // the same error every time
+	for _, k := range sel {
+		if err := validLabel(k, f.Selector[k]); err != nil {
+			return fmt.Errorf("%w: %s: selector label %s: %w", ErrInvalidFamily, f.Resource.Resource, k, err)
+		}
+	}
+	keys := []struct{ what, key string }{
+		{"generation label", f.GenerationLabel}, {"role label", f.RoleLabel},
+		{"hash annotation", f.HashAnnotation}, {"superseded annotation", f.SupersededAnnotation},
+	}
+	for _, k := range keys {
+		if msgs := validation.IsQualifiedName(strings.ToLower(k.key)); k.key != "" && len(msgs) > 0 {
+			return fmt.Errorf("%w: %s: %s %q: %s", ErrInvalidFamily, f.Resource.Resource, k.what, k.key, strings.Join(msgs, "; "))
+		}
+	}
 	for k, v := range f.KindSelector {
 		if got, ok := f.Selector[k]; !ok || got != v {
 			// The List of every set of the kind would miss the family's own.
 			return fmt.Errorf("%w: %s: kind selector label %s=%s is not in the family selector %v", ErrInvalidFamily, f.Resource.Resource, k, v, f.Selector)
 		}
+	}
+	return nil
+}
+
+// validLabel reports a label the API server would refuse: a key that is
+// not a qualified name, a value that is not a label value.
+func validLabel(key, value string) error {
+	if msgs := validation.IsQualifiedName(key); len(msgs) > 0 {
+		return fmt.Errorf("key %q: %s", key, strings.Join(msgs, "; "))
+	}
+	if msgs := validation.IsValidLabelValue(value); len(msgs) > 0 {
+		return fmt.Errorf("value %q: %s", value, strings.Join(msgs, "; "))
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package inventory
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/kube-handoff/handoff"
@@ -104,7 +106,9 @@ func (inv Inventory) fixedLabels() map[string]string {
 
 // Validate reports an inventory that cannot be used: no namespace, a
 // component that is no label value or makes names too long, extra labels
-// that clash with the package's own, a budget out of range.
+// that clash with the package's own or that the API server refuses (a key
+// that is no qualified name, a value that is no label value), a budget
+// out of range.
 func (inv Inventory) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: inventory of %q: "+format, append([]any{handoff.ErrInvalidFamily, inv.Component}, args...)...)
@@ -124,11 +128,20 @@ func (inv Inventory) Validate() error {
 		return bad("ConfigMap names such as %q: %s", longest, strings.Join(msgs, "; "))
 	}
 	reserved := []string{ComponentLabel, SetKindLabel, GenerationLabel, handoff.DefaultRoleLabel}
+	keys := make([]string, 0, len(inv.Selector))
 	for k := range inv.Selector {
-		for _, r := range reserved {
-			if k == r {
-				return bad("selector sets label %s, which the package writes", k)
-			}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // the same error every time
+	for _, k := range keys {
+		if slices.Contains(reserved, k) {
+			return bad("selector sets label %s, which the package writes", k)
+		}
+		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+			return bad("selector label key %q: %s", k, strings.Join(msgs, "; "))
+		}
+		if msgs := validation.IsValidLabelValue(inv.Selector[k]); len(msgs) > 0 {
+			return bad("selector label %s: value %q: %s", k, inv.Selector[k], strings.Join(msgs, "; "))
 		}
 	}
 	if b := inv.MaxBytes; b != 0 && (b < MinMaxBytes || b > LimitBytes) {
