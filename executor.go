@@ -174,7 +174,10 @@ type Executor struct {
 	// rate limiter the writes still wait for it.
 	Concurrency int
 	// DryRun plans and reads but writes nothing; the result lists the
-	// writes it would have made.
+	// writes it would have made, in order: those of the sets' finalization
+	// that the Step makes itself (a set retired with no finalizer: the
+	// deletes of what only it listed, the removal of [ExecutorFinalizer])
+	// included, not those a set controller's finalizer makes later.
 	DryRun bool
 	// Log receives one line per write; the zero value discards.
 	Log logr.Logger
@@ -1151,7 +1154,9 @@ func (r *run) retire(ctx context.Context, uid types.UID) error {
 func needsFinalizer(s Set) bool { return s.Object != nil && len(s.Object.GetFinalizers()) == 0 }
 
 // retireWrite does what a retirement does before its delete and returns
-// the delete, as a write; nil in a dry run or for a set not in the view.
+// the delete, as a write; nil for a set not in the view, and in a dry run,
+// which records the delete and, for a set the Step finalizes itself, what
+// that finalization writes.
 func (r *run) retireWrite(ctx context.Context, uid types.UID) (*setWrite, error) {
 	sp, ok := r.set(uid)
 	if !ok {
@@ -1196,6 +1201,11 @@ func (r *run) retireWrite(ctx context.Context, uid types.UID) (*setWrite, error)
 	r.record(Call{Verb: "delete", Resource: r.family.Resource.Resource, Name: s.Name})
 	sp.Deleting = true // no later retire of this Step hands anything to it
 	if r.e.DryRun {
+		if own {
+			// The Step finalizes the set itself once it is deleted: a dry
+			// run lists those writes too (finish writes nothing in one).
+			return nil, r.finish(ctx, uid)
+		}
 		return nil, nil
 	}
 	return &setWrite{

@@ -284,3 +284,63 @@ func TestUpdateInPlace(t *testing.T) {
 		t.Errorf("dropped record %s left after the prune", v)
 	}
 }
+
+// A dry run lists every write the Step would make: for the retirement of
+// an inventory (no finalizer of its own), the finalizer it gets, its
+// delete, the deletes of what only it listed and the finalizer's removal,
+// as the real Step then makes them; and it writes nothing.
+func TestDryRunListsARetirementsDeletes(t *testing.T) {
+	ctx := context.Background()
+	u := newUpgrade(t)
+	controller := obj("apps/v1", "Deployment", servingNS, "controller")
+	oldCert := ownedByCR(obj("v1", "Secret", servingNS, "routing-serving-certs"))
+	oldRole := obj("rbac.authorization.k8s.io/v1", "ClusterRole", "", "knative-serving-certmanager")
+	v1 := []unstructured.Unstructured{controller, oldCert, oldRole}
+	v2 := []unstructured.Unstructured{controller}
+	u.install(t, ownedByCR(annotated(controller, "applied", "v1")), oldCert, oldRole)
+	u.steps(t, "v1", v1, 3)
+	g2, err := u.inv.Generation("v2", v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.exec.Build = g2.Build
+	if _, err := u.exec.Step(ctx, g2.Desired); err != nil { // records v2
+		t.Fatal(err)
+	}
+	u.apply(t, annotated(controller, "applied", "v2"))
+
+	dry := *u.exec
+	dry.DryRun = true
+	n := len(u.c.Writes())
+	planned, err := dry.Step(ctx, g2.Desired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(u.c.Writes()); got != n {
+		t.Fatalf("the dry run wrote %d times", got-n)
+	}
+	// sha256("v1") starts 3bfc269594.
+	old := "knative-serving-inventory-part-0-3bfc269594"
+	want := []string{
+		"patch configmaps " + old,
+		"delete configmaps " + old,
+		"delete clusterroles knative-serving-certmanager",
+		"delete secrets knative-serving/routing-serving-certs",
+		"update configmaps " + old,
+	}
+	if d := cmp.Diff(want, writes(planned)); d != "" {
+		t.Errorf("dry run writes (-want +got):\n%s", d)
+	}
+	done, err := u.exec.Step(ctx, g2.Desired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(writes(done), writes(planned)); d != "" {
+		t.Errorf("dry run writes (-real Step +dry run):\n%s", d)
+	}
+	for _, o := range []unstructured.Unstructured{oldCert, oldRole} {
+		if u.c.Exists(handofftest.KeyOf(&o)) {
+			t.Errorf("%s, listed by v1 alone, is still there", handofftest.KeyOf(&o))
+		}
+	}
+}
