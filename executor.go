@@ -872,20 +872,9 @@ func (r *run) build(ctx context.Context, d Desired, role Role) (*unstructured.Un
 	fam.typeMeta(obj)
 	obj.SetName(name)
 	obj.SetGenerateName("")
-	lbls := obj.GetLabels()
-	if lbls == nil {
-		lbls = map[string]string{}
+	if err := fam.label(obj, d.Generation, role.Name); err != nil {
+		return nil, &SetError{Name: name, Err: err}
 	}
-	want := maps.Clone(fam.Selector)
-	want[fam.GenerationLabel] = d.Generation
-	want[fam.roleLabel()] = role.Name
-	for k, v := range want {
-		if old, ok := lbls[k]; ok && old != v {
-			return nil, &SetError{Name: name, Err: fmt.Errorf("%w: Build set label %s=%q, the family needs %q", ErrInvalidSet, k, old, v)}
-		}
-		lbls[k] = v
-	}
-	obj.SetLabels(lbls)
 	if fam.HashAnnotation != "" && role.Hash != "" {
 		ann := obj.GetAnnotations()
 		if ann == nil {
@@ -895,6 +884,27 @@ func (r *run) build(ctx context.Context, d Desired, role Role) (*unstructured.Un
 		obj.SetAnnotations(ann)
 	}
 	return obj, nil
+}
+
+// label gives obj, a set the executor makes, the family's labels and
+// those of generation and role. It fails when obj carries one of them
+// with another value.
+func (f Family) label(obj *unstructured.Unstructured, generation, role string) error {
+	lbls := obj.GetLabels()
+	if lbls == nil {
+		lbls = map[string]string{}
+	}
+	want := maps.Clone(f.Selector)
+	want[f.GenerationLabel] = generation
+	want[f.roleLabel()] = role
+	for k, v := range want {
+		if old, ok := lbls[k]; ok && old != v {
+			return fmt.Errorf("%w: Build set label %s=%q, the family needs %q", ErrInvalidSet, k, old, v)
+		}
+		lbls[k] = v
+	}
+	obj.SetLabels(lbls)
+	return nil
 }
 
 func (r *run) create(ctx context.Context, d Desired, role Role) error {
@@ -950,12 +960,20 @@ func (r *run) update(ctx context.Context, d Desired, role Role, cur Set) error {
 	if err != nil {
 		return err
 	}
-	r.record(Call{Verb: "update", Resource: r.family.Resource.Resource, Name: cur.Name})
+	sets := r.family.DroppedSets != nil
 	if r.e.DryRun {
+		// The records of what the update drops are made before it.
+		if sets && cur.Object != nil {
+			if err := r.recordDroppedSets(ctx, d.Generation, cur.Object, updated(cur.Object, want)); err != nil {
+				return &SetError{Name: cur.Name, Err: fmt.Errorf("update in place: %w", err)}
+			}
+		}
+		r.record(Call{Verb: "update", Resource: r.family.Resource.Resource, Name: cur.Name})
 		return nil
 	}
-	first := true
+	first, recorded := true, false
 	var done *unstructured.Unstructured
+	var left, dropped []Ref // what the record left out, and what it holds
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		live := cur.Object
 		if !first || live == nil {
@@ -969,21 +987,20 @@ func (r *run) update(ctx context.Context, d Desired, role Role, cur Set) error {
 		if live.GetUID() != cur.UID {
 			return fmt.Errorf("%w: UID is %s, planned for %s", ErrNameTaken, live.GetUID(), cur.UID)
 		}
-		next := live.DeepCopy()
-		setContent(next, want)
-		lbls, ann := next.GetLabels(), next.GetAnnotations()
-		if lbls == nil {
-			lbls = map[string]string{}
+		next := updated(live, want)
+		if sets {
+			if err := r.recordDroppedSets(ctx, d.Generation, live, next); err != nil {
+				return err
+			}
+		} else {
+			var err error
+			if dropped, left, err = r.recordDropped(live, next); err != nil {
+				return err
+			}
 		}
-		if ann == nil {
-			ann = map[string]string{}
-		}
-		maps.Copy(lbls, want.GetLabels())
-		maps.Copy(ann, want.GetAnnotations())
-		next.SetLabels(lbls)
-		next.SetAnnotations(ann)
-		if err := r.recordDropped(live, next); err != nil {
-			return err
+		if !recorded {
+			r.record(Call{Verb: "update", Resource: r.family.Resource.Resource, Name: cur.Name})
+			recorded = true
 		}
 		var err error
 		done, err = r.e.sets().Update(ctx, next, metav1.UpdateOptions{})
@@ -993,6 +1010,9 @@ func (r *run) update(ctx context.Context, d Desired, role Role, cur Set) error {
 		return &SetError{Name: cur.Name, Err: fmt.Errorf("update in place: %w", err)}
 	}
 	r.saw(done)
+	if len(left) > 0 {
+		return unrecordedError(cur.Name, dropped, left)
+	}
 	return nil
 }
 
@@ -1012,50 +1032,6 @@ func setContent(next, want *unstructured.Unstructured) {
 			next.Object[k] = v
 		}
 	}
-}
-
-// recordDropped writes on next, the update of live, the resources live
-// lists (or still had to prune) that next no longer lists, as
-// [DroppedAnnotation]: pruned once the set is Ready for next.
-func (r *run) recordDropped(live, next *unstructured.Unstructured) error {
-	before, err := r.family.resources(live)
-	if err != nil {
-		return fmt.Errorf("read what the set lists before the update: %w", err)
-	}
-	if v := live.GetAnnotations()[DroppedAnnotation]; v != "" {
-		var pending []Ref
-		if err := json.Unmarshal([]byte(v), &pending); err != nil {
-			return fmt.Errorf("annotation %s: %w", DroppedAnnotation, err)
-		}
-		before = append(before, pending...)
-	}
-	after, err := r.family.resources(next)
-	if err != nil {
-		return fmt.Errorf("read what the set lists after the update: %w", err)
-	}
-	kept := make(map[Ref]bool, len(after))
-	for _, ref := range after {
-		kept[ref] = true
-	}
-	var dropped []Ref
-	for _, ref := range before {
-		if !kept[ref] {
-			kept[ref] = true // once each
-			dropped = append(dropped, ref)
-		}
-	}
-	ann := next.GetAnnotations()
-	if len(dropped) == 0 {
-		delete(ann, DroppedAnnotation)
-	} else {
-		v, err := json.Marshal(dropped)
-		if err != nil {
-			return err
-		}
-		ann[DroppedAnnotation] = string(v)
-	}
-	next.SetAnnotations(ann)
-	return nil
 }
 
 // prune deletes what an update in place took out of a set that stays,

@@ -380,7 +380,10 @@ func (p Planner) planHandoff(sets []Set, d *Desired) Plan {
 		p.sortForRetirement(old, roleIdx)
 		for _, s := range old {
 			reason := "superseded by generation " + d.Generation + ", which is Ready"
-			if s.Generation == d.Generation {
+			switch {
+			case s.Generation == d.Generation && strings.HasPrefix(s.Role, DroppedRolePrefix):
+				reason = fmt.Sprintf("records what an update in place of generation %s dropped, and the generation is Ready", d.Generation)
+			case s.Generation == d.Generation:
 				reason = fmt.Sprintf("role %s is not in generation %s", s.Role, d.Generation)
 			}
 			plan.Actions = append(plan.Actions, retire(s, reason))

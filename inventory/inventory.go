@@ -122,10 +122,13 @@ func (inv Inventory) Validate() error {
 	if msgs := validation.IsValidLabelValue(inv.Component); len(msgs) > 0 {
 		return bad("component: %s", strings.Join(msgs, "; "))
 	}
-	// The longest name: a part number of six digits is a million parts.
-	longest := inv.Family().SetName("g", RolePrefix+"999999")
-	if msgs := validation.IsDNS1123Subdomain(longest); len(msgs) > 0 {
-		return bad("ConfigMap names such as %q: %s", longest, strings.Join(msgs, "; "))
+	// The longest names: a part number of six digits is a million parts;
+	// a record of what an update dropped has a role of 18 characters.
+	for _, role := range []string{RolePrefix + "999999", handoff.DroppedRolePrefix + "0123456789"} {
+		longest := inv.Family().SetName("g", role)
+		if msgs := validation.IsDNS1123Subdomain(longest); len(msgs) > 0 {
+			return bad("ConfigMap names such as %q: %s", longest, strings.Join(msgs, "; "))
+		}
 	}
 	reserved := []string{ComponentLabel, SetKindLabel, GenerationLabel, handoff.DefaultRoleLabel}
 	keys := make([]string, 0, len(inv.Selector))
@@ -157,6 +160,15 @@ func (inv Inventory) Validate() error {
 // PruneOptions want AnyUnowned (what the family applied has no set owner)
 // and, where the operator makes its component object the owner of what it
 // applies, that object's UID in Owners.
+//
+// What an update in place takes out of a part (a namespace that moved,
+// objects that went, entries that moved to another part as the generation
+// grew or shrank) is recorded in ConfigMaps of the generation of their
+// own, of at most MaxBytes of data each ([handoff.Family.DroppedSets]),
+// created before the update: roles dropped-<hash>, superseded by their
+// generation. They retire once the generation is rolled out, deleting
+// what no live part lists, as the parts of an older generation do; no
+// move is too large to record.
 func (inv Inventory) Family() handoff.Family {
 	sel := make(map[string]string, len(inv.Selector)+2)
 	for k, v := range inv.Selector {
@@ -175,6 +187,7 @@ func (inv Inventory) Family() handoff.Family {
 		HashAnnotation:  HashAnnotation,
 		Resources:       Resources,
 		Probe:           inv.probe(),
+		DroppedSets:     inv.droppedSets,
 		NamePrefix:      inv.NamePrefix(),
 	}
 }
