@@ -44,7 +44,9 @@
 // Finalize from a finalizer), with the family set in one place
 // ([World.SetFamily]); [Catalog] builds the sets of each generation and
 // role ([Catalog.DesireHashed] for updates in place); [Gate],
-// [CheckConverged] and [Cluster.Gaps] check the invariants I1 to I5.
+// [CheckConverged] and [Cluster.Gaps] check the invariants I1 to I5, for a
+// family of a set kind and for one of package inventory's alike (its
+// readiness read from the objects it lists, as the executor reads it).
 //
 // Typical use:
 //
