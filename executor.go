@@ -1036,8 +1036,9 @@ func setContent(next, want *unstructured.Unstructured) {
 
 // prune deletes what an update in place took out of a set that stays,
 // now that the set is Ready for its new spec: each dropped resource that
-// no live set of the family lists, as [Executor.Finalize] would when the
-// set went (kept, protected and foreign objects stay; an object the set
+// no live set of the family lists or still has to prune itself (one that
+// does gets it, where the set owns it), as [Executor.Finalize] would when
+// the set went (kept, protected and foreign objects stay; an object the set
 // owns is released from it if it is kept), with a fresh read before each
 // delete. Then it clears [DroppedAnnotation], on condition that the set is
 // unchanged since it was read.
@@ -1047,18 +1048,25 @@ func (r *run) prune(ctx context.Context, uid types.UID) error {
 		return nil
 	}
 	s := *sp
-	listed := map[Ref]bool{}
-	for _, o := range r.view {
-		if !o.Deleting {
-			for _, ref := range o.Resources {
-				listed[ref] = true
-			}
+	// Decided as a finalization of what the set dropped (and does not
+	// list again): what another live set lists, or still has to prune
+	// itself once it is Ready for the spec that dropped it, is kept and,
+	// where the set owns it, handed to that set, which the garbage
+	// collector would otherwise take it with; the rest is deleted.
+	own := make(map[Ref]bool, len(s.Resources))
+	for _, ref := range s.Resources {
+		own[ref] = true
+	}
+	pending := Set{Name: s.Name, UID: s.UID, Generation: s.Generation, Role: s.Role, Created: s.Created}
+	for _, ref := range s.Dropped {
+		if !own[ref] {
+			pending.Dropped = append(pending.Dropped, ref)
 		}
 	}
-	var items []Item
-	for _, ref := range s.Dropped {
-		if !listed[ref] {
-			items = append(items, Item{Ref: ref, Verdict: Delete, Reason: "dropped by an update in place of " + s.Name + ", listed by no other set"})
+	items := Finalization(pending, r.view, r.e.Prune).Items
+	for i := range items {
+		if items[i].Verdict == Delete {
+			items[i].Reason = "dropped by an update in place of " + s.Name + ", listed by no other set"
 		}
 	}
 	if err := r.prefetch(ctx, refsOf(items), false); err != nil {

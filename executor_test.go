@@ -753,3 +753,52 @@ type alwaysReady struct{}
 func (alwaysReady) Ready(*unstructured.Unstructured) handoff.Readiness {
 	return handoff.Readiness{State: handoff.Ready}
 }
+
+// What two sets of a generation both dropped (an object that moved out of
+// both) is pruned by the second to be Ready, not by the first: each
+// still needs it until it is Ready for the spec that dropped it.
+func TestPruneWaitsForEverySetThatDropped(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	moved := mkObj("v1", "ConfigMap", testNS, "moved", "v1")
+	record := fmt.Sprintf(`[{"Group":"","Kind":"ConfigMap","Namespace":%q,"Name":"moved"}]`, testNS)
+	f.seed(t, []setSpec{
+		{name: "static", gen: "v1", role: "static", ready: true},
+		{name: "deployment", gen: "v1", role: "deployment"},
+	}, []*unstructured.Unstructured{moved}, map[string]string{"moved": "static"})
+	for _, name := range []string{"static", "deployment"} {
+		s, _ := f.c.Get(handofftest.Key{Group: handofftest.SetResource.Group, Kind: setKind, Name: name})
+		ann := s.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[handoff.DroppedAnnotation] = record
+		s.SetAnnotations(ann)
+		if _, err := f.c.ClientFor("seed").Resource(handofftest.SetResource).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	desired := &handoff.Desired{Generation: "v1", Roles: []handoff.Role{{Name: "static"}, {Name: "deployment", After: []string{"static"}}}}
+	res, err := f.exec.Step(ctx, desired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Plan.Of(handoff.ActionPrune)) != 1 {
+		t.Fatalf("want one prune, of the Ready set:\n%s", res.Plan)
+	}
+	if !f.c.Exists(handofftest.KeyOf(moved)) {
+		t.Fatal("the ConfigMap was pruned while the set deployment, which dropped it too, is not Ready")
+	}
+	// deployment is Ready for its spec: its prune deletes it.
+	s, _ := f.c.Get(handofftest.Key{Group: handofftest.SetResource.Group, Kind: setKind, Name: "deployment"})
+	s.Object["status"] = map[string]any{"observedGeneration": s.GetGeneration(), "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
+	if _, err := f.c.ClientFor("controller").Resource(handofftest.SetResource).UpdateStatus(ctx, s, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.exec.Step(ctx, desired); err != nil {
+		t.Fatal(err)
+	}
+	if f.c.Exists(handofftest.KeyOf(moved)) {
+		t.Error("the ConfigMap both sets dropped is still there once both are Ready")
+	}
+}
