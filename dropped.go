@@ -29,9 +29,36 @@ const DroppedRolePrefix = "dropped-"
 // ErrDroppedUnrecorded means an update in place took more resources out
 // of a set than [DroppedAnnotation] can hold: the update was made, the
 // record holds what fits, and the resources left out of it are not pruned
-// (they linger, as they would have without the library). The error names
-// the set and them.
+// (they linger, as they would have without the library). It is returned
+// as an [*UnrecordedError] in a [*SetError] naming the set.
 var ErrDroppedUnrecorded = errors.New("resources dropped by an update in place are not recorded")
+
+// UnrecordedError lists the resources an update in place dropped from a
+// set that [DroppedAnnotation] could not hold: they will not be pruned.
+// It wraps [ErrDroppedUnrecorded].
+type UnrecordedError struct {
+	// Dropped is how many resources the update dropped (or still had to
+	// prune), those recorded included.
+	Dropped int
+	// Left are the resources left out of the record.
+	Left []Ref
+}
+
+func (e *UnrecordedError) Error() string {
+	names := make([]string, 0, min(len(e.Left), 5))
+	for _, ref := range e.Left[:min(len(e.Left), 5)] {
+		names = append(names, ref.String())
+	}
+	more := ""
+	if len(e.Left) > len(names) {
+		more = fmt.Sprintf(" and %d more", len(e.Left)-len(names))
+	}
+	return fmt.Sprintf("%v: %d of the %d resources it dropped do not fit in annotation %s and will not be pruned: %s%s",
+		ErrDroppedUnrecorded, len(e.Left), e.Dropped, DroppedAnnotation, strings.Join(names, ", "), more)
+}
+
+// Unwrap returns [ErrDroppedUnrecorded].
+func (e *UnrecordedError) Unwrap() error { return ErrDroppedUnrecorded }
 
 // The bounds of [DroppedAnnotation]. The API server refuses an object
 // whose annotations, keys and values together, take more than 256 KiB
@@ -179,17 +206,8 @@ func fitRefs(refs []Ref, budget int) (int, string, error) {
 
 // unrecordedError reports the resources an update of set dropped and its
 // record left out.
-func unrecordedError(set string, dropped, left []Ref) error {
-	names := make([]string, 0, min(len(left), 5))
-	for _, ref := range left[:min(len(left), 5)] {
-		names = append(names, ref.String())
-	}
-	more := ""
-	if len(left) > len(names) {
-		more = fmt.Sprintf(" and %d more", len(left)-len(names))
-	}
-	return &SetError{Name: set, Err: fmt.Errorf("update in place: %w: %d of the %d resources it dropped do not fit in annotation %s and will not be pruned: %s%s",
-		ErrDroppedUnrecorded, len(left), len(dropped)+len(left), DroppedAnnotation, strings.Join(names, ", "), more)}
+func unrecordedError(set string, held, left []Ref) error {
+	return &SetError{Name: set, Err: fmt.Errorf("update in place: %w", &UnrecordedError{Dropped: len(held) + len(left), Left: left})}
 }
 
 // recordDroppedSets records what the update of live to next drops in sets

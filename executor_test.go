@@ -727,10 +727,21 @@ func TestUpdateInPlaceBoundsTheDroppedRecord(t *testing.T) {
 	if !errors.As(unrecorded[0], &se) || se.Name != set || !strings.Contains(se.Error(), "config-observability-defaults-") {
 		t.Errorf("error %.300v does not name set %s and what it left out", unrecorded[0], set)
 	}
+	var ue *handoff.UnrecordedError
+	if !errors.As(unrecorded[0], &ue) || ue.Dropped != len(old) {
+		t.Fatalf("error %.300v is no UnrecordedError of the %d dropped", unrecorded[0], len(old))
+	}
+	reported := map[handoff.Ref]bool{}
+	for _, ref := range ue.Left {
+		reported[ref] = true
+	}
 	pruned, left := 0, 0
 	for i := range old {
 		if !f.c.Exists(handofftest.KeyOf(moved[i])) {
 			t.Fatalf("%s is gone", handofftest.KeyOf(moved[i]))
+		}
+		if f.c.Exists(handofftest.KeyOf(old[i])) != reported[handoff.RefOf(old[i])] {
+			t.Errorf("%s: exists %v, reported left out %v", handofftest.KeyOf(old[i]), f.c.Exists(handofftest.KeyOf(old[i])), reported[handoff.RefOf(old[i])])
 		}
 		if f.c.Exists(handofftest.KeyOf(old[i])) {
 			left++
