@@ -26,6 +26,12 @@ import (
 // lists. No desired role may start with it.
 const DroppedRolePrefix = "dropped-"
 
+// isRecord reports whether a set of generation and role records what an
+// update in place of generation gen dropped ([Family.DroppedSets]).
+func isRecord(generation, role, gen string) bool {
+	return generation == gen && strings.HasPrefix(role, DroppedRolePrefix)
+}
+
 // ErrDroppedUnrecorded means an update in place took more resources out
 // of a set than [DroppedAnnotation] can hold: the update was made, the
 // record holds what fits, and the resources left out of it are not pruned
