@@ -146,8 +146,27 @@ func (f Family) problems() []FieldProblem {
 	if len(f.Selector) == 0 {
 		add("Selector", "empty: it would select every set of the kind")
 	}
+	sel := make([]string, 0, len(f.Selector))
+	for k := range f.Selector {
+		sel = append(sel, k)
+	}
+	slices.Sort(sel) // the same error every time
+	for _, k := range sel {
+		if err := validLabel(k, f.Selector[k]); err != nil {
+			add("Selector", "label %s: %v: the API server would refuse the List", k, err)
+		}
+	}
 	if f.GenerationLabel == "" {
 		add("GenerationLabel", "empty: no set's generation could be read")
+	}
+	named := []struct{ field, key string }{
+		{"GenerationLabel", f.GenerationLabel}, {"RoleLabel", f.RoleLabel},
+		{"HashAnnotation", f.HashAnnotation}, {"SupersededAnnotation", f.SupersededAnnotation},
+	}
+	for _, k := range named {
+		if msgs := validation.IsQualifiedName(strings.ToLower(k.key)); k.key != "" && len(msgs) > 0 {
+			add(k.field, "%q: %s", k.key, strings.Join(msgs, "; "))
+		}
 	}
 	keys := make([]string, 0, len(f.KindSelector))
 	for k := range f.KindSelector {

@@ -129,10 +129,12 @@ func (r *run) reportStep(plan Plan, gen string, res Result, err error) {
 		}
 	}
 	retired := plan.Of(ActionRetire)
+	handoff := false // a set of the family retired, not only records of what an update dropped
 	for _, a := range retired {
 		r.event(corev1.EventTypeNormal, EventSetRetired, "retired set %s (%s/%s): %s", a.Set, a.Generation, a.Role, a.Reason)
+		handoff = handoff || !isRecord(a.Generation, a.Role, gen)
 	}
-	if len(retired) > 0 && gen != "" && plan.Phase == PhaseHandoff && !res.Interrupted {
+	if handoff && gen != "" && plan.Phase == PhaseHandoff && !res.Interrupted {
 		var first time.Time
 		for _, s := range r.view {
 			if s.Generation == gen && !s.Deleting && (first.IsZero() || s.Created.Before(first)) {

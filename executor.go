@@ -177,7 +177,10 @@ type Executor struct {
 	// rate limiter the writes still wait for it.
 	Concurrency int
 	// DryRun plans and reads but writes nothing; the result lists the
-	// writes it would have made.
+	// writes it would have made, in order: those of the sets' finalization
+	// that the Step makes itself (a set retired with no finalizer: the
+	// deletes of what only it listed, the removal of [ExecutorFinalizer])
+	// included, not those a set controller's finalizer makes later.
 	DryRun bool
 	// Log receives one line per write; the zero value discards.
 	Log logr.Logger
@@ -899,20 +902,9 @@ func (r *run) build(ctx context.Context, d Desired, role Role) (*unstructured.Un
 	fam.typeMeta(obj)
 	obj.SetName(name)
 	obj.SetGenerateName("")
-	lbls := obj.GetLabels()
-	if lbls == nil {
-		lbls = map[string]string{}
+	if err := fam.label(obj, d.Generation, role.Name); err != nil {
+		return nil, &SetError{Name: name, Err: err}
 	}
-	want := maps.Clone(fam.Selector)
-	want[fam.GenerationLabel] = d.Generation
-	want[fam.roleLabel()] = role.Name
-	for k, v := range want {
-		if old, ok := lbls[k]; ok && old != v {
-			return nil, &SetError{Name: name, Err: fmt.Errorf("%w: Build set label %s=%q, the family needs %q", ErrInvalidSet, k, old, v)}
-		}
-		lbls[k] = v
-	}
-	obj.SetLabels(lbls)
 	if fam.HashAnnotation != "" && role.Hash != "" {
 		ann := obj.GetAnnotations()
 		if ann == nil {
@@ -922,6 +914,27 @@ func (r *run) build(ctx context.Context, d Desired, role Role) (*unstructured.Un
 		obj.SetAnnotations(ann)
 	}
 	return obj, nil
+}
+
+// label gives obj, a set the executor makes, the family's labels and
+// those of generation and role. It fails when obj carries one of them
+// with another value.
+func (f Family) label(obj *unstructured.Unstructured, generation, role string) error {
+	lbls := obj.GetLabels()
+	if lbls == nil {
+		lbls = map[string]string{}
+	}
+	want := maps.Clone(f.Selector)
+	want[f.GenerationLabel] = generation
+	want[f.roleLabel()] = role
+	for k, v := range want {
+		if old, ok := lbls[k]; ok && old != v {
+			return fmt.Errorf("%w: Build set label %s=%q, the family needs %q", ErrInvalidSet, k, old, v)
+		}
+		lbls[k] = v
+	}
+	obj.SetLabels(lbls)
+	return nil
 }
 
 func (r *run) create(ctx context.Context, d Desired, role Role) error {
@@ -977,12 +990,20 @@ func (r *run) update(ctx context.Context, d Desired, role Role, cur Set) error {
 	if err != nil {
 		return err
 	}
-	r.record(Call{Verb: "update", Resource: r.family.Resource.Resource, Name: cur.Name})
+	sets := r.family.DroppedSets != nil
 	if r.e.DryRun {
+		// The records of what the update drops are made before it.
+		if sets && cur.Object != nil {
+			if err := r.recordDroppedSets(ctx, d.Generation, cur.Object, updated(cur.Object, want)); err != nil {
+				return &SetError{Name: cur.Name, Err: fmt.Errorf("update in place: %w", err)}
+			}
+		}
+		r.record(Call{Verb: "update", Resource: r.family.Resource.Resource, Name: cur.Name})
 		return nil
 	}
-	first := true
+	first, recorded := true, false
 	var done *unstructured.Unstructured
+	var left, dropped []Ref // what the record left out, and what it holds
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		live := cur.Object
 		if !first || live == nil {
@@ -996,21 +1017,20 @@ func (r *run) update(ctx context.Context, d Desired, role Role, cur Set) error {
 		if live.GetUID() != cur.UID {
 			return fmt.Errorf("%w: UID is %s, planned for %s", ErrNameTaken, live.GetUID(), cur.UID)
 		}
-		next := live.DeepCopy()
-		setContent(next, want)
-		lbls, ann := next.GetLabels(), next.GetAnnotations()
-		if lbls == nil {
-			lbls = map[string]string{}
+		next := updated(live, want)
+		if sets {
+			if err := r.recordDroppedSets(ctx, d.Generation, live, next); err != nil {
+				return err
+			}
+		} else {
+			var err error
+			if dropped, left, err = r.recordDropped(live, next); err != nil {
+				return err
+			}
 		}
-		if ann == nil {
-			ann = map[string]string{}
-		}
-		maps.Copy(lbls, want.GetLabels())
-		maps.Copy(ann, want.GetAnnotations())
-		next.SetLabels(lbls)
-		next.SetAnnotations(ann)
-		if err := r.recordDropped(live, next); err != nil {
-			return err
+		if !recorded {
+			r.record(Call{Verb: "update", Resource: r.family.Resource.Resource, Name: cur.Name})
+			recorded = true
 		}
 		var err error
 		done, err = r.e.sets().Update(ctx, next, metav1.UpdateOptions{})
@@ -1020,6 +1040,9 @@ func (r *run) update(ctx context.Context, d Desired, role Role, cur Set) error {
 		return &SetError{Name: cur.Name, Err: fmt.Errorf("update in place: %w", err)}
 	}
 	r.saw(done)
+	if len(left) > 0 {
+		return unrecordedError(cur.Name, dropped, left)
+	}
 	return nil
 }
 
@@ -1041,54 +1064,11 @@ func setContent(next, want *unstructured.Unstructured) {
 	}
 }
 
-// recordDropped writes on next, the update of live, the resources live
-// lists (or still had to prune) that next no longer lists, as
-// [DroppedAnnotation]: pruned once the set is Ready for next.
-func (r *run) recordDropped(live, next *unstructured.Unstructured) error {
-	before, err := r.family.resources(live)
-	if err != nil {
-		return fmt.Errorf("read what the set lists before the update: %w", err)
-	}
-	if v := live.GetAnnotations()[DroppedAnnotation]; v != "" {
-		var pending []Ref
-		if err := json.Unmarshal([]byte(v), &pending); err != nil {
-			return fmt.Errorf("annotation %s: %w", DroppedAnnotation, err)
-		}
-		before = append(before, pending...)
-	}
-	after, err := r.family.resources(next)
-	if err != nil {
-		return fmt.Errorf("read what the set lists after the update: %w", err)
-	}
-	kept := make(map[Ref]bool, len(after))
-	for _, ref := range after {
-		kept[ref] = true
-	}
-	var dropped []Ref
-	for _, ref := range before {
-		if !kept[ref] {
-			kept[ref] = true // once each
-			dropped = append(dropped, ref)
-		}
-	}
-	ann := next.GetAnnotations()
-	if len(dropped) == 0 {
-		delete(ann, DroppedAnnotation)
-	} else {
-		v, err := json.Marshal(dropped)
-		if err != nil {
-			return err
-		}
-		ann[DroppedAnnotation] = string(v)
-	}
-	next.SetAnnotations(ann)
-	return nil
-}
-
 // prune deletes what an update in place took out of a set that stays,
 // now that the set is Ready for its new spec: each dropped resource that
-// no live set of the family lists, as [Executor.Finalize] would when the
-// set went (kept, protected and foreign objects stay; an object the set
+// no live set of the family lists or still has to prune itself (one that
+// does gets it, where the set owns it), as [Executor.Finalize] would when
+// the set went (kept, protected and foreign objects stay; an object the set
 // owns is released from it if it is kept), with a fresh read before each
 // delete. Then it clears [DroppedAnnotation], on condition that the set is
 // unchanged since it was read.
@@ -1098,18 +1078,25 @@ func (r *run) prune(ctx context.Context, uid types.UID) error {
 		return nil
 	}
 	s := *sp
-	listed := map[Ref]bool{}
-	for _, o := range r.view {
-		if !o.Deleting {
-			for _, ref := range o.Resources {
-				listed[ref] = true
-			}
+	// Decided as a finalization of what the set dropped (and does not
+	// list again): what another live set lists, or still has to prune
+	// itself once it is Ready for the spec that dropped it, is kept and,
+	// where the set owns it, handed to that set, which the garbage
+	// collector would otherwise take it with; the rest is deleted.
+	own := make(map[Ref]bool, len(s.Resources))
+	for _, ref := range s.Resources {
+		own[ref] = true
+	}
+	pending := Set{Name: s.Name, UID: s.UID, Generation: s.Generation, Role: s.Role, Created: s.Created}
+	for _, ref := range s.Dropped {
+		if !own[ref] {
+			pending.Dropped = append(pending.Dropped, ref)
 		}
 	}
-	var items []Item
-	for _, ref := range s.Dropped {
-		if !listed[ref] {
-			items = append(items, Item{Ref: ref, Verdict: Delete, Reason: "dropped by an update in place of " + s.Name + ", listed by no other set"})
+	items := Finalization(pending, r.view, r.e.Prune).Items
+	for i := range items {
+		if items[i].Verdict == Delete {
+			items[i].Reason = "dropped by an update in place of " + s.Name + ", listed by no other set"
 		}
 	}
 	if err := r.prefetch(ctx, refsOf(items), false); err != nil {
@@ -1181,7 +1168,9 @@ func (r *run) retire(ctx context.Context, uid types.UID) error {
 func needsFinalizer(s Set) bool { return s.Object != nil && len(s.Object.GetFinalizers()) == 0 }
 
 // retireWrite does what a retirement does before its delete and returns
-// the delete, as a write; nil in a dry run or for a set not in the view.
+// the delete, as a write; nil for a set not in the view, and in a dry run,
+// which records the delete and, for a set the Step finalizes itself, what
+// that finalization writes.
 func (r *run) retireWrite(ctx context.Context, uid types.UID) (*setWrite, error) {
 	sp, ok := r.set(uid)
 	if !ok {
@@ -1240,6 +1229,11 @@ func (r *run) retireWrite(ctx context.Context, uid types.UID) (*setWrite, error)
 	r.record(Call{Verb: "delete", Resource: r.family.Resource.Resource, Name: s.Name})
 	sp.Deleting = true // no later retire of this Step hands anything to it
 	if r.e.DryRun {
+		if own {
+			// The Step finalizes the set itself once it is deleted: a dry
+			// run lists those writes too (finish writes nothing in one).
+			return nil, r.finish(ctx, uid)
+		}
 		return nil, nil
 	}
 	return &setWrite{

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Labels and annotations the library writes on the sets it manages.
@@ -26,7 +27,15 @@ const (
 	// DroppedAnnotation lists, as JSON, the resources an update in place
 	// took out of a set (a target namespace that moved, a manifest that
 	// went): the executor writes it with the update and prunes them once
-	// the set is Ready for its new spec ([ActionPrune]).
+	// the set is Ready for its new spec ([ActionPrune]). So that the set
+	// stays writable, the record takes at most 128 KiB, and no more than
+	// keeps the set's annotations within 192 KiB of the API server's
+	// 256 KiB and the set within 1.4 MiB of etcd's 1.5 MiB; an update that
+	// drops more is made all the same and fails with
+	// [ErrDroppedUnrecorded] naming what the record left out, which is
+	// not pruned. A family with [Family.DroppedSets] keeps the record in
+	// sets of its own instead, whatever its size, and only reads and
+	// prunes this annotation, as versions before it wrote it.
 	DroppedAnnotation = "handoff.kube-handoff.io/dropped"
 )
 
@@ -95,6 +104,22 @@ type Family struct {
 	// its own (TektonInstallerSet) but not one shared with other uses,
 	// such as the ConfigMaps of inventory sets.
 	KindSelector map[string]string
+	// DroppedSets, if set, keeps the record of what an update in place
+	// takes out of a set ([Set.Dropped]) in sets of the family of their
+	// own rather than in [DroppedAnnotation], so that no move or shrink is
+	// too large to record. It returns the content of sets that list
+	// dropped, resources the live set lists, each small enough to store
+	// (package inventory's: ConfigMaps of at most Inventory.MaxBytes of
+	// data, as its parts are), as Build does. The executor names each
+	// NamePrefix + [DroppedRolePrefix] + a hash, gives it the set's
+	// generation and that role, marks it superseded by that generation and
+	// creates it before the update; the planner then treats it as a set
+	// of a role the generation does not have: it is retired once every
+	// set of the generation is Ready, and its retirement deletes what no
+	// live set lists. Use it only for a set kind that no controller acts
+	// on (an inventory): a set controller would apply what such a set
+	// lists.
+	DroppedSets func(set *unstructured.Unstructured, dropped []Ref) ([]*unstructured.Unstructured, error)
 	// NamePrefix starts the deterministic name of the sets the executor
 	// creates: NamePrefix + role + "-" + a hash of the generation. For
 	// tektoncd/operator that is "<kind>-main-", giving names such as
@@ -105,7 +130,10 @@ type Family struct {
 // Validate reports a family that cannot be used safely: a [*ConfigError]
 // naming every field at fault (Family.Resource, Family.Selector,
 // Family.GenerationLabel, Family.KindSelector, Family.Namespace,
-// Family.Namespaced), which matches [ErrInvalidFamily].
+// Family.Namespaced), which matches [ErrInvalidFamily]. Label and
+// annotation keys that are not qualified names and selector values that
+// are not label values are faults too: the API server would refuse the
+// List, or the sets, the executor makes with them.
 func (f Family) Validate() error {
 	ps := f.problems()
 	if len(ps) == 0 {
@@ -115,6 +143,18 @@ func (f Family) Validate() error {
 		ps[i].Field = "Family." + ps[i].Field
 	}
 	return &ConfigError{Object: f.describe(), Problems: ps}
+}
+
+// validLabel reports a label the API server would refuse: a key that is
+// not a qualified name, a value that is not a label value.
+func validLabel(key, value string) error {
+	if msgs := validation.IsQualifiedName(key); len(msgs) > 0 {
+		return fmt.Errorf("key %q: %s", key, strings.Join(msgs, "; "))
+	}
+	if msgs := validation.IsValidLabelValue(value); len(msgs) > 0 {
+		return fmt.Errorf("value %q: %s", value, strings.Join(msgs, "; "))
+	}
+	return nil
 }
 
 func (f Family) roleLabel() string {
@@ -184,7 +224,9 @@ type Set struct {
 	// Resources are the identities of the resources the set lists.
 	Resources []Ref
 	// Dropped are the resources an update in place took out of the set,
-	// still to be pruned ([DroppedAnnotation]).
+	// still to be pruned, as [DroppedAnnotation] records them (a family
+	// with [Family.DroppedSets] records them in sets of their own, whose
+	// Resources they are).
 	Dropped []Ref
 	// Labels are the set's labels, kept so that the Planner can check
 	// family membership.

@@ -1,11 +1,15 @@
 package handoff_test
 
 import (
+	"context"
 	"errors"
+	"maps"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/kube-handoff/handoff"
+	"github.com/kube-handoff/handoff/handofftest"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -132,5 +136,49 @@ func TestFamilyObserveAllKeepsTheValidSets(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"good", "no-role (invalid)", "good-too"}, got); diff != "" {
 		t.Errorf("ObserveAll (-want +got):\n%s", diff)
+	}
+}
+
+// A family whose labels the API server refuses fails Validate, and so
+// every Step, with ErrInvalidFamily naming the label, before the List the
+// API server would refuse with an untyped Bad Request.
+func TestFamilyValidateLabels(t *testing.T) {
+	ok := handoff.Family{Resource: schema.GroupVersionResource{Group: "operator.tekton.dev", Version: "v1alpha1", Resource: "tektoninstallersets"},
+		Selector: map[string]string{"operator.tekton.dev/created-by": "Comp"}, GenerationLabel: "operator.tekton.dev/release-version"}
+	long := strings.Repeat("a", 64)
+	tests := map[string]struct {
+		mod  func(*handoff.Family)
+		says string // empty: valid
+	}{
+		"the family":                         {mod: func(*handoff.Family) {}},
+		"an empty selector value":            {mod: func(f *handoff.Family) { f.Selector["app"] = "" }},
+		"a selector value with a space":      {mod: func(f *handoff.Family) { f.Selector["app"] = "knative operator" }, says: "selector label app"},
+		"a selector value of 64 characters":  {mod: func(f *handoff.Family) { f.Selector["app"] = long }, says: "selector label app"},
+		"a selector key that is no name":     {mod: func(f *handoff.Family) { f.Selector["my app"] = "x" }, says: `selector label my app: key "my app"`},
+		"a generation label that is no name": {mod: func(f *handoff.Family) { f.GenerationLabel = "release version" }, says: "generation label"},
+		"a role label that is no name":       {mod: func(f *handoff.Family) { f.RoleLabel = "-role" }, says: "role label"},
+		"a hash annotation that is no name":  {mod: func(f *handoff.Family) { f.HashAnnotation = "a/b/c" }, says: "hash annotation"},
+		"a superseded annotation too long":   {mod: func(f *handoff.Family) { f.SupersededAnnotation = long }, says: "superseded annotation"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := ok
+			f.Selector = maps.Clone(ok.Selector)
+			tc.mod(&f)
+			err := f.Validate()
+			if tc.says == "" {
+				if err != nil {
+					t.Errorf("Validate() = %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, handoff.ErrInvalidFamily) || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("Validate() = %v, want ErrInvalidFamily saying %q", err, tc.says)
+			}
+			_, err = (&handoff.Executor{Family: f, Dynamic: handofftest.NewCluster().Dynamic()}).Step(context.Background(), nil)
+			if !errors.Is(err, handoff.ErrInvalidFamily) {
+				t.Errorf("Step() = %v, want ErrInvalidFamily", err)
+			}
+		})
 	}
 }

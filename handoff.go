@@ -365,7 +365,9 @@ func (p Planner) planHandoff(sets []Set, d *Desired) Plan {
 	plan.Actions = append(plan.Actions, duplicates...)
 	plan.Actions = append(plan.Actions, prunes...)
 
-	others := len(old) > 0
+	// Records of what an update in place of this generation dropped do
+	// not make an install an upgrade.
+	others := slices.ContainsFunc(old, func(s Set) bool { return !isRecord(s.Generation, s.Role, d.Generation) })
 	for _, s := range terminating {
 		if s.Generation != d.Generation {
 			others = true
@@ -380,7 +382,10 @@ func (p Planner) planHandoff(sets []Set, d *Desired) Plan {
 		p.sortForRetirement(old, roleIdx)
 		for _, s := range old {
 			reason := "superseded by generation " + d.Generation + ", which is Ready"
-			if s.Generation == d.Generation {
+			switch {
+			case isRecord(s.Generation, s.Role, d.Generation):
+				reason = fmt.Sprintf("records what an update in place of generation %s dropped, and the generation is Ready", d.Generation)
+			case s.Generation == d.Generation:
 				reason = fmt.Sprintf("role %s is not in generation %s", s.Role, d.Generation)
 			}
 			plan.Actions = append(plan.Actions, retire(s, reason))

@@ -1,6 +1,7 @@
 package handoff_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -35,7 +36,13 @@ type mSet struct {
 	superseded bool // carries the superseded mark
 	hash       string
 	refs       []handofftest.Key
+	// dropped are the resources an update in place took out of the set
+	// and its executor still has to prune (handoff.DroppedAnnotation).
+	dropped []handofftest.Key
 }
+
+// droppedBy reports whether the set records k as dropped and not pruned.
+func (s mSet) droppedBy(k handofftest.Key) bool { return slices.Contains(s.dropped, k) }
 
 func (s mSet) readable() bool { return s.inFamily && s.gen != "" && s.role != "" && !s.badEntry }
 
@@ -96,6 +103,12 @@ func deriveSet(u *unstructured.Unstructured) mSet {
 	}
 	ann := u.GetAnnotations()
 	s.hash = ann[mHash]
+	var dropped []struct{ Group, Kind, Namespace, Name string }
+	if v := ann[handoff.DroppedAnnotation]; v != "" && json.Unmarshal([]byte(v), &dropped) == nil {
+		for _, d := range dropped {
+			s.dropped = append(s.dropped, handofftest.Key{Group: d.Group, Kind: d.Kind, Namespace: d.Namespace, Name: d.Name})
+		}
+	}
 	s.superseded = ann[handoff.DefaultSupersededAnnotation] != ""
 	s.deleting = u.GetDeletionTimestamp() != nil
 	if st, ok := u.Object["status"].(map[string]any); ok {
@@ -180,14 +193,21 @@ type checker struct {
 	// not serve at the end.
 	adminGone map[handofftest.Key]bool
 	unserved  map[schema.GroupKind]bool
-	vs        []violation
-	span      int
-	writes    int
-	window    *writeWindow
-	prev      convergence
+	// unrecorded: what an executor reported it could not record as
+	// dropped by an update in place (handoff.UnrecordedError), so may
+	// linger.
+	unrecorded map[handofftest.Key]bool
+	vs         []violation
+	span       int
+	writes     int
+	window     *writeWindow
+	prev       convergence
 	// upgrades counts the write-count windows closed, maxWrites the most
 	// writes to one shared resource in any of them.
 	upgrades, maxWrites int
+	// maxDropped is the largest record of what an update in place dropped
+	// (handoff.DroppedAnnotation) written, in bytes.
+	maxDropped int
 }
 
 // convergence is the family's state at the end of an operation.
@@ -289,6 +309,7 @@ func (ch *checker) write(w handofftest.Write) {
 	if isSetKey(key) {
 		s := deriveSet(w.Object)
 		ch.famOf[s.uid] = s.fam
+		ch.maxDropped = max(ch.maxDropped, len(w.Object.GetAnnotations()[handoff.DroppedAnnotation]))
 		sets, since, listed := ch.sets, ch.since, ch.listed
 		switch s.fam {
 		case famPipelines:
@@ -331,6 +352,17 @@ func (ch *checker) deleted(w handofftest.Write, before *unstructured.Unstructure
 		if !s.deleting && s.lists(w.Key) && !ch.since[s.key][w.Key].After(garbage) {
 			ch.fail("I1", w.Time, "%s %s %s (%s) while live set %s lists it", w.Actor, w.Verb, w.Key, w.Effect, s)
 			break
+		}
+	}
+	// What an update in place dropped goes only once the set that
+	// dropped it is Ready for the spec that dropped it: until then its
+	// old spec may still need it.
+	if w.Actor != handofftest.GCActor {
+		for _, s := range ch.sortedSets() {
+			if !s.deleting && s.droppedBy(w.Key) && !s.ready {
+				ch.fail("I5", w.Time, "%s %s %s (%s), which set %s dropped, before that set is Ready for the spec that dropped it", w.Actor, w.Verb, w.Key, w.Effect, s)
+				break
+			}
 		}
 	}
 	gk := schema.GroupKind{Group: w.Key.Group, Kind: w.Key.Kind}
@@ -492,6 +524,12 @@ func (ch *checker) contained(w handofftest.Write, before *unstructured.Unstructu
 		// set alone); I1 checks that no live set lists them.
 		return
 	}
+	if isExecutor(w.Actor) && w.Verb == "delete" && ch.droppedByFamily(w.Key) {
+		// The prune of what an update in place dropped; I1 and I5 check
+		// that no live set lists it and that the set that dropped it is
+		// Ready.
+		return
+	}
 	if isExecutor(w.Actor) && (before == nil || w.Effect != handofftest.Updated || !sameButOwners(before, w.Object)) {
 		ch.fail("I4", w.Time, "%s %s %s beyond its ownerReferences (%s)", w.Actor, w.Verb, w.Key, w.Effect)
 	}
@@ -547,8 +585,8 @@ func (ch *checker) familyString() string {
 }
 
 // converged reports whether the family's readable sets are exactly one
-// per role of d, each Ready for its current spec (none at all for d nil),
-// and returns what they list.
+// per role of d, each Ready for its current spec with nothing left to
+// prune (none at all for d nil), and returns what they list.
 func (ch *checker) converged(d *modelDesired) (bool, map[handofftest.Key]bool) {
 	refs := map[handofftest.Key]bool{}
 	count := map[string]int{}
@@ -557,7 +595,7 @@ func (ch *checker) converged(d *modelDesired) (bool, map[handofftest.Key]bool) {
 		if !s.readable() {
 			continue
 		}
-		if d == nil || s.old(*d) || !s.readyFor(*d, s.role) {
+		if d == nil || s.old(*d) || !s.readyFor(*d, s.role) || len(s.dropped) > 0 {
 			ok = false
 		}
 		count[s.role]++
@@ -685,10 +723,23 @@ func (ch *checker) final() {
 					ch.fail("keep", at, "kept %s still names retired set %s (uid %s)", k, o.Name, o.UID)
 				}
 			}
+		case exists && ch.unrecorded[k]:
+			// Reported left out of the record of what an update dropped.
 		case exists:
 			ch.fail("I3", at, "%s, which only older sets listed, is still there", k)
 		}
 	}
+}
+
+// droppedByFamily reports whether a live set of the family records k as
+// dropped by an update in place.
+func (ch *checker) droppedByFamily(k handofftest.Key) bool {
+	for _, s := range ch.sets {
+		if s.inFamily && !s.deleting && s.droppedBy(k) {
+			return true
+		}
+	}
+	return false
 }
 
 func (ch *checker) listedByDesired(k handofftest.Key) bool {

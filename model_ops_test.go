@@ -125,7 +125,7 @@ func (o op) describe(prev *modelDesired) string {
 	case opRemove:
 		s = "remove the component (desired nil)"
 	case opHash:
-		s = "change the desired generation's content (hash)"
+		s = "change the desired generation's content in place (next hash: grown, shrunk, moved to the other namespace or as it was)"
 	case opRoles:
 		s = "switch roles: add or drop statefulset"
 	case opLegacy:
@@ -202,6 +202,7 @@ func genWalk(seed int64, n int) (modelConfig, []op) {
 	cfg := randomConfig(r)
 	cfg.Concurrency = 1 + 2*int(seed&1)
 	cfg.Metadata = seed&2 != 0
+	cfg.Big = seed%100 == 50
 	cur, sts := r.Intn(2), r.Intn(3) == 0
 	ops := []op{{Kind: opDesire, Gen: cur, STS: sts}}
 	removed, unreadable := false, 0
@@ -241,6 +242,11 @@ func genWalk(seed int64, n int) (modelConfig, []op) {
 		return op{Kind: opGC}
 	}
 	change := func() op {
+		if cfg.Big && r.Intn(10) < 6 {
+			// Big walks change their content in place more often than
+			// not: it is what their size is for.
+			return op{Kind: opHash}
+		}
 		switch x := r.Intn(120); {
 		case x < 45:
 			g := r.Intn(mGens - 1)
@@ -516,6 +522,8 @@ type runResult struct {
 	trace      string // with -model.trace: the calls and writes, in order
 	upgrades   int    // upgrades whose writes were counted
 	maxWrites  int
+	maxDropped int // bytes of the largest record of what an update dropped
+	unrecorded int // resources reported left out of such a record
 }
 
 // settleBudget is the rounds the final convergence may take (I3).
@@ -551,12 +559,13 @@ func runModel(cfg modelConfig, ops []op) runResult {
 	spans = append(spans, span{from: from, to: w.c.Now(), desired: snapshot()})
 	ch := newChecker(spans, w.decoys)
 	ch.unserved = w.unserved()
+	ch.unrecorded = w.unrecorded
 	ch.replay(w.c.Writes())
 	ch.vs = append(ch.vs, w.vs...)
 	for _, p := range w.panics {
 		ch.vs = append(ch.vs, violation{Inv: "panic", Op: len(spans) - 1, Msg: p})
 	}
-	res := runResult{violations: ch.vs, calls: len(w.c.Actions()), writes: ch.writes, rounds: rounds, upgrades: ch.upgrades, maxWrites: ch.maxWrites}
+	res := runResult{violations: ch.vs, calls: len(w.c.Actions()), writes: ch.writes, rounds: rounds, upgrades: ch.upgrades, maxWrites: ch.maxWrites, maxDropped: ch.maxDropped, unrecorded: len(w.unrecorded)}
 	if *modelTrace {
 		res.trace = traceOf(w.c, spans)
 	}

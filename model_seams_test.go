@@ -2,6 +2,7 @@ package handoff_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -218,6 +219,12 @@ func (w *modelWorld) finalizerFor(set *unstructured.Unstructured, family []hando
 // its own finalizer and never reconciles the component again, so no set
 // of the family may be left on the API server at that moment.
 func (w *modelWorld) stepped(actor string, d *handoff.Desired, res handoff.Result, err error) {
+	var ue *handoff.UnrecordedError
+	if errors.As(err, &ue) {
+		for _, r := range ue.Left {
+			w.unrecorded[handofftest.Key{Group: r.Group, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}] = true
+		}
+	}
 	if d != nil || err != nil || res.Requeue {
 		return
 	}

@@ -189,6 +189,50 @@ type modelConfig struct {
 	// TektonTrigger) has a family of sets beside the pipelines one, whose
 	// set lists objects the pipelines sets list too.
 	Second bool
+	// Big: a generation grown or moved in place (see shape) lists
+	// hundreds of ConfigMaps more, with names of 200 characters, so that
+	// the record of what a move drops (DroppedAnnotation) comes near the
+	// most the executor writes (128 KiB). One seed in a hundred, drawn apart
+	// from the walk as Concurrency is.
+	Big bool
+}
+
+// shape is what an update in place (opHash) makes of a generation's
+// content: hash version h has shape h%4.
+type shape int
+
+const (
+	// shapeBase: the generation as it is.
+	shapeBase shape = iota
+	// shapeGrown: the static set lists ConfigMaps more.
+	shapeGrown
+	// shapeShrunk: the static set no longer lists config-only-<gen> nor
+	// only-<gen>.webhook (pruned: one owned by the set, one installed
+	// without an owner) nor config-leader-election (the deployment set of
+	// v2 on lists it still).
+	shapeShrunk
+	// shapeMoved: every set of the generation targets the other
+	// namespace (tektoncd/operator: a targetNamespace that changed).
+	shapeMoved
+)
+
+func shapeOf(h int) shape { return shape(h % 4) }
+
+// bigExtras is how many ConfigMaps a Big walk's grown or moved static
+// set lists more: with names of 200 characters their references take
+// some 120 KiB as JSON.
+const bigExtras = 450
+
+// nsAt is the target namespace of generation g at hash version h.
+func (c modelConfig) nsAt(g, h int) string {
+	ns := c.Gens[g].NS
+	if shapeOf(h) == shapeMoved {
+		if ns == nsA {
+			return nsB
+		}
+		return nsA
+	}
+	return ns
 }
 
 // objectsMode is how executors reach listed resources.
@@ -267,9 +311,13 @@ func (c modelConfig) String() string {
 	if c.Metadata {
 		md = "metadata client"
 	}
+	size := "small"
+	if c.Big {
+		size = fmt.Sprintf("big (%d ConfigMaps more, grown or moved)", bigExtras)
+	}
 	return fmt.Sprintf("generations [%s], GC %s, retire %s, Ready after %d passes, up to %d executors writing sets %d at a time, executor mapper %s, executor cache %s, "+
-		"objects %s, %s, old API versions %s, cert-manager %s, second family %s",
-		strings.Join(gens, " "), gc, prop, c.ReadyAfter, c.Executors, max(c.Concurrency, 1), mapper, cache, c.Objects, md, c.OldAPIs, cm, second)
+		"objects %s, %s, old API versions %s, cert-manager %s, second family %s, sets %s",
+		strings.Join(gens, " "), gc, prop, c.ReadyAfter, c.Executors, max(c.Concurrency, 1), mapper, cache, c.Objects, md, c.OldAPIs, cm, second, size)
 }
 
 func randomConfig(r *rand.Rand) modelConfig {
@@ -315,7 +363,8 @@ func manifestAt(k mKind, version, ns, name string, ann map[string]string, body m
 // only in one, some in a few; keep-annotated and protected ones come and go.
 func (c modelConfig) manifests(g int, role string, h int) []any {
 	gen, t := genName(g), c.Gens[g]
-	ns := t.NS
+	ns := c.nsAt(g, h)
+	sh := shapeOf(h)
 	data := func(extra ...string) map[string]any {
 		d := map[string]any{"version": gen}
 		for i := 0; i+1 < len(extra); i += 2 {
@@ -340,8 +389,19 @@ func (c modelConfig) manifests(g int, role string, h int) []any {
 			add(manifest(kCRD, "", kListener.crd, nil, map[string]any{"spec": map[string]any{"group": kListener.gvr.Group}}))
 		}
 		add(manifest(kConfigMap, ns, "config-defaults", nil, data("hash", strconv.Itoa(h))))
-		add(manifest(kConfigMap, ns, "config-leader-election", nil, data()))
-		add(manifest(kConfigMap, ns, "config-only-"+gen, nil, data()))
+		if sh != shapeShrunk {
+			add(manifest(kConfigMap, ns, "config-leader-election", nil, data()))
+			add(manifest(kConfigMap, ns, "config-only-"+gen, nil, data()))
+		}
+		if sh == shapeGrown || sh == shapeMoved && c.Big {
+			n, pad := 3, ""
+			if c.Big {
+				n, pad = bigExtras, "-"+strings.Repeat("x", 185)
+			}
+			for i := 0; i < n; i++ {
+				add(manifest(kConfigMap, ns, fmt.Sprintf("config-extra-%03d%s", i, pad), nil, data()))
+			}
+		}
 		if g < 2 {
 			add(manifest(kConfigMap, ns, "user-settings", map[string]string{mKeep: handoff.KeepValue}, data()))
 		}
@@ -358,7 +418,9 @@ func (c modelConfig) manifests(g int, role string, h int) []any {
 			hooks = mOldVersions[1].Version
 		}
 		add(manifestAt(kWebhook, hooks, "", "validation.webhook.pipeline.tekton.dev", nil, map[string]any{"webhooks": []any{gen}}))
-		add(manifestAt(kWebhook, hooks, "", "only-"+gen+".webhook.pipeline.tekton.dev", nil, nil))
+		if sh != shapeShrunk {
+			add(manifestAt(kWebhook, hooks, "", "only-"+gen+".webhook.pipeline.tekton.dev", nil, nil))
+		}
 		// One HPA in every generation: v1 and v2 list it at
 		// autoscaling/v2beta2, v3 and v4 at autoscaling/v2.
 		hpa := kHPA.gvr.Version
@@ -422,7 +484,7 @@ func (c modelConfig) setBody(g int, role string, h int) *unstructured.Unstructur
 		"apiVersion": mSetGVR.GroupVersion().String(), "kind": mSetKind,
 		"spec": map[string]any{"manifests": c.manifests(g, role, h)},
 	}}
-	u.SetAnnotations(map[string]string{mTargetNS: c.Gens[g].NS})
+	u.SetAnnotations(map[string]string{mTargetNS: c.nsAt(g, h)})
 	return u
 }
 
@@ -676,6 +738,10 @@ type modelWorld struct {
 	// vs are the violations the world sees as calls return.
 	op int
 	vs []violation
+	// unrecorded are the resources an executor reported it could not
+	// record as dropped by an update in place (handoff.UnrecordedError):
+	// they may linger.
+	unrecorded map[handofftest.Key]bool
 }
 
 func newModelWorld(cfg modelConfig) (*modelWorld, error) {
@@ -685,7 +751,7 @@ func newModelWorld(cfg modelConfig) (*modelWorld, error) {
 	}
 	c := handofftest.NewCluster(opts...)
 	c.Register(mSetGVR, mSetKind, false)
-	w := &modelWorld{cfg: cfg, c: c, fam: modelFamily()}
+	w := &modelWorld{cfg: cfg, c: c, fam: modelFamily(), unrecorded: map[handofftest.Key]bool{}}
 	w.fresh = &freshMapper{staleMapper{c: c}}
 	w.legacy = &modelClient{w: w, actor: "legacy", inner: c.ClientFor("legacy")}
 	w.model = c.ClientFor("model")

@@ -158,12 +158,17 @@ func (d Decision) String() string {
 	return b.String()
 }
 
-// Finalization decides, for each resource the retiring set lists, whether
-// finalizing it deletes, keeps or skips the resource. It is pure and looks
-// only at what sets list; the live checks ([LiveVerdict]) come after.
+// Finalization decides, for each resource the retiring set lists, and
+// each an update in place dropped from it that is still to be pruned
+// ([Set.Dropped]), whether finalizing it deletes, keeps or skips the
+// resource. It is pure and looks only at what sets list; the live checks
+// ([LiveVerdict]) come after.
 //
 // A resource is kept when any other set of the family that is not being
-// deleted lists it: a newer generation, or a sibling of the same generation.
+// deleted lists it (a newer generation, or a sibling of the same
+// generation) or still has to prune it ([Set.Dropped]: that set's prune
+// deletes it once the set is Ready for the spec that dropped it, not
+// before).
 // Of several, the successor is a valid set before an invalid one (see
 // [Set.Invalid]), then one that is not superseded, then the newest, then
 // the first by name. Only what no such set lists is deleted;
@@ -217,7 +222,8 @@ type decider struct {
 	byPos     []int     // byPos[p]: index in sets of bit position p
 	words     int       // uint64 words per resource
 	retiring  []bool    // retiring[i]: sets[i] is decided
-	slots     [][]int32 // slots[i][n]: slot of sets[i].Resources[n], -1 for a repeat; retiring sets only
+	lists     [][]Ref   // lists[i]: what finalizing sets[i] decides on (see finalized); retiring sets only
+	slots     [][]int32 // slots[i][n]: slot of lists[i][n], -1 for a repeat; retiring sets only
 	bits      []uint64  // words per slot: which sets list its resource
 	index     refIndex  // resource to slot
 	reasons   []string  // per bit position, made on first use
@@ -228,7 +234,7 @@ type decider struct {
 // one slot per distinct resource of the retiring sets, then one lookup per
 // resource the other sets list.
 func newDecider(sets []Set, retiring []int, opts PruneOptions) *decider {
-	d := &decider{sets: sets, words: (len(sets) + 63) / 64, slots: make([][]int32, len(sets))}
+	d := &decider{sets: sets, words: (len(sets) + 63) / 64, slots: make([][]int32, len(sets)), lists: make([][]Ref, len(sets))}
 	d.byPos = make([]int, len(sets))
 	for i := range d.byPos {
 		d.byPos[i] = i
@@ -253,7 +259,8 @@ func newDecider(sets []Set, retiring []int, opts PruneOptions) *decider {
 	for _, i := range retiring {
 		if !isRetiring[i] {
 			isRetiring[i] = true
-			n += len(sets[i].Resources)
+			d.lists[i] = finalized(&sets[i])
+			n += len(d.lists[i])
 		}
 	}
 	// Every size is known up front: one allocation each, none per
@@ -261,13 +268,14 @@ func newDecider(sets []Set, retiring []int, opts PruneOptions) *decider {
 	d.index = newRefIndex(n)
 	d.bits = make([]uint64, n*d.words)
 	own := make([]int32, n)
-	for i, s := range sets {
+	for i := range sets {
 		if !isRetiring[i] {
 			continue
 		}
 		w, b := d.pos[i]/64, uint64(1)<<(d.pos[i]%64)
-		d.slots[i], own = own[:len(s.Resources):len(s.Resources)], own[len(s.Resources):]
-		d.index.addAll(s.Resources, d.slots[i])
+		list := d.lists[i]
+		d.slots[i], own = own[:len(list):len(list)], own[len(list):]
+		d.index.addAll(list, d.slots[i])
 		for j, k := range d.slots[i] {
 			if d.bits[int(k)*d.words+w]&b != 0 {
 				d.slots[i][j] = -1 // listed twice by this set: decided once
@@ -282,7 +290,7 @@ func newDecider(sets []Set, retiring []int, opts PruneOptions) *decider {
 		}
 		w, b := d.pos[i]/64, uint64(1)<<(d.pos[i]%64)
 		var ks [probeBatch]int32
-		for rs := s.Resources; len(rs) > 0; {
+		for rs := finalized(&s); len(rs) > 0; {
 			m := min(len(rs), probeBatch)
 			d.index.findAll(rs[:m], ks[:m])
 			for _, k := range ks[:m] {
@@ -294,6 +302,18 @@ func newDecider(sets []Set, retiring []int, opts PruneOptions) *decider {
 		}
 	}
 	return d
+}
+
+// finalized returns what finalizing s decides on, and what s keeps from
+// the finalization of others: what it lists, then what an update in place
+// dropped from it that is still to be pruned ([Set.Dropped]). A set
+// retired before its prune leaves nothing behind, and one that stays
+// prunes what it dropped itself, once it is Ready.
+func finalized(s *Set) []Ref {
+	if len(s.Dropped) == 0 {
+		return s.Resources
+	}
+	return append(slices.Clip(s.Resources), s.Dropped...)
 }
 
 // slotOf returns the slot of a resource sets[i] lists, sets[i] being one
@@ -351,14 +371,15 @@ func (d *decider) successor(k int32, ex []uint64) int {
 func (d *decider) decide(i int) Decision {
 	s := &d.sets[i]
 	ex := d.excluded(i)
-	out := Decision{Set: s.Name, UID: s.UID, Items: make([]Item, 0, len(s.Resources))}
+	list := d.lists[i]
+	out := Decision{Set: s.Name, UID: s.UID, Items: make([]Item, 0, len(list))}
 	for n, k := range d.slots[i] {
 		if k < 0 {
 			continue
 		}
 		out.Items = out.Items[:len(out.Items)+1] // zeroed by make: no Item to build and copy
 		it := &out.Items[len(out.Items)-1]
-		it.Ref = s.Resources[n]
+		it.Ref = list[n]
 		switch succ := d.successor(k, ex); {
 		case succ >= 0:
 			t := &d.sets[succ]

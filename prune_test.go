@@ -331,7 +331,8 @@ func TestPruneDefaultOptions(t *testing.T) {
 }
 
 // prOracle is Finalizations the slow way: for each retiring set in turn,
-// each distinct resource it lists, every other set of the family.
+// each distinct resource it lists or still has to prune (Set.Dropped),
+// every other set of the family that lists it or still has to prune it.
 func prOracle(retiring, family []handoff.Set, opts handoff.PruneOptions) []handoff.Decision {
 	sets := slices.Clone(family)
 	for _, r := range retiring {
@@ -355,7 +356,7 @@ func prOracle(retiring, family []handoff.Set, opts handoff.PruneOptions) []hando
 	lists := make([]map[handoff.Ref]bool, len(sets))
 	for j, s := range sets {
 		lists[j] = map[handoff.Ref]bool{}
-		for _, ref := range s.Resources {
+		for _, ref := range append(slices.Clone(s.Resources), s.Dropped...) {
 			lists[j][ref] = true
 		}
 	}
@@ -364,7 +365,7 @@ func prOracle(retiring, family []handoff.Set, opts handoff.PruneOptions) []hando
 		i := slices.IndexFunc(sets, func(s handoff.Set) bool { return s.UID == r.UID })
 		d := handoff.Decision{Set: sets[i].Name, UID: sets[i].UID, Items: []handoff.Item{}}
 		seen := map[handoff.Ref]bool{}
-		for _, ref := range sets[i].Resources {
+		for _, ref := range append(slices.Clone(sets[i].Resources), sets[i].Dropped...) {
 			if seen[ref] {
 				continue
 			}
@@ -422,6 +423,11 @@ func prRandomFamily(rng *rand.Rand, sets, pool int) (retiring, family []handoff.
 		for range rng.IntN(pool + 1) {
 			s.Resources = append(s.Resources, ref())
 		}
+		if rng.IntN(3) == 0 {
+			for range rng.IntN(pool/2 + 1) {
+				s.Dropped = append(s.Dropped, ref())
+			}
+		}
 		family = append(family, s)
 	}
 	for _, i := range rng.Perm(n)[:rng.IntN(n+1)] {
@@ -475,5 +481,31 @@ func TestPruneFinalizationsRetiringTwice(t *testing.T) {
 	got := handoff.Finalizations([]handoff.Set{old, old}, []handoff.Set{old, succ}, prOptions)
 	if d := cmp.Diff([]handoff.Decision{want, want}, got); d != "" {
 		t.Errorf("Finalizations (-want +got):\n%s", d)
+	}
+}
+
+// What an update in place dropped from a set and the set has not pruned
+// yet (it is not Ready for the spec that dropped it) is the set's still:
+// its finalization decides on it, as a set retired before its prune would
+// otherwise leave it behind for good; and another set's finalization keeps
+// it, as the set that dropped it prunes it only once Ready.
+func TestPruneFinalizationOfDropped(t *testing.T) {
+	// static-v1 dropped "moved" (its namespace moved), then v2 came.
+	retiring := prSet("static-v1", "v1", "static", 1, prCM("shared"))
+	retiring.Dropped = []handoff.Ref{prCM("moved"), prCM("shared")}
+	succ := prSet("static-v2", "v2", "static", 2, prCM("shared"))
+	want := handoff.Decision{Set: retiring.Name, UID: retiring.UID, Items: []handoff.Item{prKeep(prCM("shared"), succ), prDelete(prCM("moved"))}}
+	if d := cmp.Diff(want, handoff.Finalization(retiring, []handoff.Set{succ}, prOptions)); d != "" {
+		t.Errorf("Finalization of a set with dropped resources (-want +got):\n%s", d)
+	}
+
+	// static-v2 dropped "moved" by an update in place and is not Ready
+	// yet; static-v1, which lists it, goes meanwhile.
+	old := prSet("static-v1", "v1", "static", 1, prCM("moved"), prCM("obsolete"))
+	updating := prSet("static-v2", "v2", "static", 2)
+	updating.Dropped = []handoff.Ref{prCM("moved")}
+	want = handoff.Decision{Set: old.Name, UID: old.UID, Items: []handoff.Item{prKeep(prCM("moved"), updating), prDelete(prCM("obsolete"))}}
+	if d := cmp.Diff(want, handoff.Finalization(old, []handoff.Set{updating}, prOptions)); d != "" {
+		t.Errorf("Finalization beside a set that dropped a resource (-want +got):\n%s", d)
 	}
 }

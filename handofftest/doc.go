@@ -11,8 +11,11 @@
 // creationTimestamp, generation and resourceVersion are assigned;
 // conflicting resourceVersions, changed UIDs and failed delete
 // preconditions are refused; generateName gets a random suffix; status is
-// written only through the status subresource; finalizers hold objects in
-// deletion; Background, Foreground and Orphan propagation and the garbage
+// written only through the status subresource; objects over the API
+// server's size limits are refused (annotations over 256 KiB and a
+// ConfigMap's or Secret's data over 1 MiB with 422 Invalid, an object over
+// etcd's 1.5 MiB with 413, see [MaxObjectBytes]); finalizers hold objects
+// in deletion; Background, Foreground and Orphan propagation and the garbage
 // collection of dependents follow ownerReferences ([Cluster.CollectGarbage]).
 //
 // Time is a fake clock ([Cluster.Now]) that advances one step per API
@@ -41,7 +44,9 @@
 // Finalize from a finalizer), with the family set in one place
 // ([World.SetFamily]); [Catalog] builds the sets of each generation and
 // role ([Catalog.DesireHashed] for updates in place); [Gate],
-// [CheckConverged] and [Cluster.Gaps] check the invariants I1 to I5.
+// [CheckConverged] and [Cluster.Gaps] check the invariants I1 to I5, for a
+// family of a set kind and for one of package inventory's alike (its
+// readiness read from the objects it lists, as the executor reads it).
 //
 // Typical use:
 //

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/kube-handoff/handoff"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Gap is a time during which a resource that had to stay was absent.
@@ -63,12 +66,23 @@ func minTime(a, b time.Time) time.Time {
 // ([handoff.Set.Invalid]) is reported with its error, which wraps
 // [handoff.ErrInvalidSet]: the library never retires such a set, so a
 // family that holds one has not converged.
+//
+// A set is Ready as the executor judges it: for a family whose probe is
+// a [handoff.ObjectProbe], such as package inventory's (the rollout of
+// what an inventory lists), from the objects the set lists, read from
+// the cluster; otherwise from the set object. So the records of what an
+// update in place dropped ([handoff.Family.DroppedSets]) count as sets
+// of a role desired does not have, until they retire.
 func CheckConverged(c *Cluster, fam handoff.Family, desired *handoff.Desired) error {
 	return CheckSets(familySets(c, fam), desired)
 }
 
 // CheckSets is [CheckConverged] over sets listed by the caller, such as a
-// List from a real cluster observed with [handoff.Family.ObserveAll].
+// List from a real cluster observed with [handoff.Family.ObserveAll]. For a
+// family whose probe is a [handoff.ObjectProbe], ObserveAll asks the probe
+// about the set object alone (handoff.RolloutProbe then says NotReady):
+// give each set the readiness the probe's ReadyFrom gives from the objects
+// it lists, as CheckConverged does.
 func CheckSets(sets []handoff.Set, desired *handoff.Desired) error {
 	var errs []error
 	count := map[string]int{}
@@ -103,7 +117,11 @@ func CheckSets(sets []handoff.Set, desired *handoff.Desired) error {
 }
 
 // familySets reads every set of the family stored in the cluster, those
-// that cannot be read whole included (with Set.Invalid).
+// that cannot be read whole included (with Set.Invalid). Where the
+// family's probe is a [handoff.ObjectProbe] (an inventory's
+// handoff.RolloutProbe), each live set that is not superseded gets the
+// readiness the probe gives from the objects it lists, read from the
+// cluster, as the executor's Step gives it.
 func familySets(c *Cluster, fam handoff.Family) []handoff.Set {
 	var sets []handoff.Set
 	for _, o := range c.Objects() {
@@ -113,7 +131,32 @@ func familySets(c *Cluster, fam handoff.Family) []handoff.Set {
 		s, _ := fam.Observe(o)
 		sets = append(sets, s)
 	}
+	probe, ok := fam.Probe.(handoff.ObjectProbe)
+	if !ok {
+		return sets
+	}
+	for i := range sets {
+		if s := &sets[i]; s.Invalid == nil && !s.Deleting && s.SupersededBy == "" {
+			s.Readiness = probe.ReadyFrom(*s, c.live)
+		}
+	}
 	return sets
+}
+
+// live reads the object ref names from storage, or a NotFound error, for
+// an ObjectProbe.
+func (c *Cluster) live(ref handoff.Ref) (*unstructured.Unstructured, error) {
+	o, ok := c.Get(Key{Group: ref.Group, Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name})
+	if !ok {
+		gr := schema.GroupResource{Group: ref.Group, Resource: ref.Kind}
+		c.mu.Lock()
+		if k, ok := c.byGK[ref.GroupKind()]; ok {
+			gr = k.gvr.GroupResource()
+		}
+		c.mu.Unlock()
+		return nil, apierrors.NewNotFound(gr, ref.Name)
+	}
+	return o, nil
 }
 
 // Gate checks I5 (gating) across the rounds of an upgrade: no set outside
@@ -135,7 +178,8 @@ type Gate struct {
 }
 
 // Observe records the state of the cluster's family, before the first
-// round or after a round, and checks the round.
+// round or after a round, and checks the round. Sets are Ready as
+// [CheckConverged] judges them.
 func (g *Gate) Observe(c *Cluster, fam handoff.Family, desired handoff.Desired) error {
 	return g.Check(familySets(c, fam), desired)
 }

@@ -154,6 +154,24 @@ func (c *Cluster) Writes() []Write {
 	return out
 }
 
+// WritesSince returns the writes after the first n, in order: with n the
+// length of an earlier [Cluster.Writes] (or n plus the length of an
+// earlier WritesSince), the writes made since, without copying those
+// before.
+func (c *Cluster) WritesSince(n int) []Write {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n >= len(c.writes) {
+		return nil
+	}
+	out := make([]Write, len(c.writes)-n)
+	for i, w := range c.writes[n:] {
+		w.Object = w.Object.DeepCopy()
+		out[i] = w
+	}
+	return out
+}
+
 // Actions returns every API call so far, in order.
 func (c *Cluster) Actions() []Action {
 	c.mu.Lock()

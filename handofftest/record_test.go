@@ -135,6 +135,22 @@ func TestWrites(t *testing.T) {
 	if got, want := writes[0].String(), "2025-01-01T00:00:01Z executor create operator.tekton.dev/TektonInstallerSet set: created rv=1"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
+	// WritesSince gives the tail of Writes.
+	for n := 0; n <= len(writes)+1; n++ {
+		var want []string
+		if n < len(writes) {
+			for _, w := range writes[n:] {
+				want = append(want, w.String())
+			}
+		}
+		var got []string
+		for _, w := range c.WritesSince(n) {
+			got = append(got, w.String())
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("WritesSince(%d) (-Writes()[n:] +got):\n%s", n, d)
+		}
+	}
 }
 
 func TestCallsAndActions(t *testing.T) {

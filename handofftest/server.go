@@ -215,6 +215,9 @@ func (c *Cluster) create(ev event, gvr schema.GroupVersionResource, ns string, i
 	obj.SetDeletionTimestamp(nil)
 	obj.SetDeletionGracePeriodSeconds(nil)
 	delete(obj.Object, "status")
+	if err := checkLimits(k, obj); err != nil {
+		return nil, err
+	}
 	c.store(ev, Created, key, obj)
 	c.afterWrite(ev)
 	return as(k, obj.DeepCopy()), nil
@@ -259,6 +262,9 @@ func (c *Cluster) seed(in *unstructured.Unstructured, now time.Time) error {
 	}
 	if obj.GetGeneration() == 0 {
 		obj.SetGeneration(1)
+	}
+	if err := checkLimits(k, obj); err != nil {
+		return fmt.Errorf("handofftest: add %s: %w", key, err)
 	}
 	ev := event{now: now, actor: SeedActor, verb: "create"}
 	c.store(ev, Created, key, obj)
@@ -397,6 +403,9 @@ func (c *Cluster) replace(ev event, k kindInfo, key Key, next *unstructured.Unst
 	next.SetResourceVersion(old.GetResourceVersion())
 	if reflect.DeepEqual(next.Object, old.Object) {
 		return old.DeepCopy(), nil
+	}
+	if err := checkLimits(k, next); err != nil {
+		return nil, err
 	}
 	c.store(ev, Updated, key, next)
 	out := next.DeepCopy()

@@ -26,14 +26,21 @@
 // error ([handoff.ConfigError]). What a retirement left, and why, is in
 // the Step's [handoff.Result] (Skipped, Deleted, HandedOver, Kept).
 //
+// A change within one generation (a namespace that moves, objects that
+// come and go) updates the parts it touches in place; what an update takes
+// out of a part is recorded first in ConfigMaps of the generation of their
+// own (roles dropped-<hash>, chunked like the parts), which retire like an
+// older generation's parts once the generation is rolled out, deleting
+// what no part lists (see [Inventory.Family]).
+//
 // A generation applied in place over the previous one (same object names)
 // is handed off in this order, one [handoff.Executor.Step] per reconcile:
 //
 //  1. record the new inventory: Step creates the new generation's
 //     ConfigMaps beside the old ones;
 //  2. apply: the operator applies the new manifests, as it does today,
-//     each stamped first with [Stamp] (which refuses an object the new
-//     inventory does not list);
+//     each stamped first with [Stamp] for the current part that lists it
+//     (Stamp refuses an object the new inventory does not list);
 //  3. wait for rollout: the family's [Inventory.Probe] (by default
 //     handoff.RolloutProbe{Stamped: true}) reads the workloads, CRDs and
 //     APIServices the new inventory lists, and Step waits until each was

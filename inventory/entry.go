@@ -146,8 +146,29 @@ func Entries(objs []unstructured.Unstructured) ([]Entry, error) {
 	return out, nil
 }
 
+// sortEntries sorts es by data key, each key made once.
 func sortEntries(es []Entry) {
-	sort.Slice(es, func(i, j int) bool { return es[i].Key() < es[j].Key() })
+	sort.Sort(byKey{es: es, keys: keysOf(es)})
+}
+
+func keysOf(es []Entry) []string {
+	keys := make([]string, len(es))
+	for i, e := range es {
+		keys[i] = e.Key()
+	}
+	return keys
+}
+
+type byKey struct {
+	es   []Entry
+	keys []string
+}
+
+func (b byKey) Len() int           { return len(b.es) }
+func (b byKey) Less(i, j int) bool { return b.keys[i] < b.keys[j] }
+func (b byKey) Swap(i, j int) {
+	b.es[i], b.es[j] = b.es[j], b.es[i]
+	b.keys[i], b.keys[j] = b.keys[j], b.keys[i]
 }
 
 // ParseKey reads a data key back into a reference.

@@ -64,26 +64,33 @@ func (inv Inventory) Generation(generation string, objs []unstructured.Unstructu
 		parts:    map[string][]Entry{},
 		versions: Versions(entries),
 	}
-	budget := inv.maxBytes() - 2 // the braces of the data object
-	var part []Entry
-	size := 0
-	flush := func() {
-		role := RolePrefix + strconv.Itoa(len(g.Desired.Roles))
+	for i, part := range chunk(entries, inv.maxBytes()) {
+		role := RolePrefix + strconv.Itoa(i)
 		g.parts[role] = part
 		g.Desired.Roles = append(g.Desired.Roles, handoff.Role{Name: role, Resources: Refs(part), Hash: hash(part)})
-		part, size = nil, 0
 	}
+	return g, nil
+}
+
+// chunk fills entries, in order, into parts whose data takes at most
+// maxBytes as JSON; no entries are one empty part.
+func chunk(entries []Entry, maxBytes int) [][]Entry {
+	budget := maxBytes - 2 // the braces of the data object
+	var parts [][]Entry
+	var part []Entry
+	size := 0
 	for _, e := range entries {
 		if n := entryBytes(e); len(part) > 0 && size+n > budget {
-			flush()
+			parts = append(parts, part)
+			part, size = nil, 0
 		}
 		part = append(part, e)
 		size += entryBytes(e)
 	}
-	if len(part) > 0 || len(g.Desired.Roles) == 0 {
-		flush() // an empty generation is one empty part
+	if len(part) > 0 || len(parts) == 0 {
+		parts = append(parts, part)
 	}
-	return g, nil
+	return parts
 }
 
 // hash returns the hash of a part's data.
@@ -121,12 +128,46 @@ func (g *Generation) Build(_ context.Context, d handoff.Desired, role handoff.Ro
 	if !ok {
 		return nil, &handoff.RoleError{Role: role.Name, Err: fmt.Errorf("%w: generation %s has %d parts", handoff.ErrInvalidDesired, d.Generation, len(g.parts))}
 	}
+	return g.inv.configMap(part), nil
+}
+
+// configMap builds the ConfigMap that records part, as Build does.
+func (inv Inventory) configMap(part []Entry) *unstructured.Unstructured {
 	data := make(map[string]any, len(part))
 	for _, e := range part {
 		data[e.Key()] = e.APIVersion
 	}
 	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": data}}
-	cm.SetNamespace(g.inv.Namespace)
+	cm.SetNamespace(inv.Namespace)
 	cm.SetAnnotations(map[string]string{CountAnnotation: strconv.Itoa(len(part))})
-	return cm, nil
+	return cm
+}
+
+// droppedSets is the family's [handoff.Family.DroppedSets]: the entries of
+// dropped, at the API versions set recorded them at, in ConfigMaps of at
+// most MaxBytes of data each, as the parts of a generation are.
+func (inv Inventory) droppedSets(set *unstructured.Unstructured, dropped []handoff.Ref) ([]*unstructured.Unstructured, error) {
+	recorded, err := Decode(set)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", set.GetName(), err)
+	}
+	version := make(map[handoff.Ref]string, len(recorded))
+	for _, e := range recorded {
+		version[e.Ref] = e.APIVersion
+	}
+	entries := make([]Entry, 0, len(dropped))
+	for _, ref := range dropped {
+		v, ok := version[ref]
+		if !ok {
+			return nil, fmt.Errorf("%s: %w", set.GetName(), invalid("%s is not recorded here", ref))
+		}
+		entries = append(entries, Entry{Ref: ref, APIVersion: v})
+	}
+	sortEntries(entries)
+	parts := chunk(entries, inv.maxBytes())
+	out := make([]*unstructured.Unstructured, len(parts))
+	for i, part := range parts {
+		out[i] = inv.configMap(part)
+	}
+	return out, nil
 }

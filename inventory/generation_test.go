@@ -31,9 +31,14 @@ func TestValidate(t *testing.T) {
 		"a component with capitals":    {mod: func(i *inventory.Inventory) { i.Component = "Serving" }, says: "names such as"},
 		"extra labels that clash":      {mod: func(i *inventory.Inventory) { i.Selector = map[string]string{inventory.ComponentLabel: "x"} }, says: "selector sets label"},
 		"a clash with the role label":  {mod: func(i *inventory.Inventory) { i.Selector = map[string]string{handoff.DefaultRoleLabel: "x"} }, says: "selector sets label"},
-		"a budget too small":           {mod: func(i *inventory.Inventory) { i.MaxBytes = 100 }, says: "MaxBytes 100"},
-		"a budget over the limit":      {mod: func(i *inventory.Inventory) { i.MaxBytes = 1<<20 + 1 }, says: "MaxBytes 1048577"},
-		"a negative budget":            {mod: func(i *inventory.Inventory) { i.MaxBytes = -1 }, says: "MaxBytes -1"},
+		// The API server refuses the List of the family with these, and
+		// every ConfigMap the executor would make.
+		"an extra label value with a space":     {mod: func(i *inventory.Inventory) { i.Selector = map[string]string{"app": "knative operator"} }, says: "selector label app"},
+		"an extra label value of 64 characters": {mod: func(i *inventory.Inventory) { i.Selector = map[string]string{"app": strings.Repeat("a", 64)} }, says: "selector label app"},
+		"an extra label key that is no name":    {mod: func(i *inventory.Inventory) { i.Selector = map[string]string{"my app": "x"} }, says: "selector label key"},
+		"a budget too small":                    {mod: func(i *inventory.Inventory) { i.MaxBytes = 100 }, says: "MaxBytes 100"},
+		"a budget over the limit":               {mod: func(i *inventory.Inventory) { i.MaxBytes = 1<<20 + 1 }, says: "MaxBytes 1048577"},
+		"a negative budget":                     {mod: func(i *inventory.Inventory) { i.MaxBytes = -1 }, says: "MaxBytes -1"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

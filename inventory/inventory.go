@@ -3,6 +3,7 @@ package inventory
 import (
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/kube-handoff/handoff"
@@ -107,7 +108,9 @@ func (inv Inventory) fixedLabels() map[string]string {
 
 // Validate reports an inventory that cannot be used: no namespace, a
 // component that is no label value or makes names too long, extra labels
-// that clash with the package's own, a budget out of range.
+// that clash with the package's own or that the API server refuses (a key
+// that is no qualified name, a value that is no label value), a budget
+// out of range.
 func (inv Inventory) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: inventory of %q: "+format, append([]any{handoff.ErrInvalidFamily, inv.Component}, args...)...)
@@ -121,17 +124,29 @@ func (inv Inventory) Validate() error {
 	if msgs := validation.IsValidLabelValue(inv.Component); len(msgs) > 0 {
 		return bad("component: %s", strings.Join(msgs, "; "))
 	}
-	// The longest name: a part number of six digits is a million parts.
-	longest := inv.Family().SetName("g", RolePrefix+"999999")
-	if msgs := validation.IsDNS1123Subdomain(longest); len(msgs) > 0 {
-		return bad("ConfigMap names such as %q: %s", longest, strings.Join(msgs, "; "))
+	// The longest names: a part number of six digits is a million parts;
+	// a record of what an update dropped has a role of 18 characters.
+	for _, role := range []string{RolePrefix + "999999", handoff.DroppedRolePrefix + "0123456789"} {
+		longest := inv.Family().SetName("g", role)
+		if msgs := validation.IsDNS1123Subdomain(longest); len(msgs) > 0 {
+			return bad("ConfigMap names such as %q: %s", longest, strings.Join(msgs, "; "))
+		}
 	}
 	reserved := []string{ComponentLabel, SetKindLabel, GenerationLabel, handoff.DefaultRoleLabel}
+	keys := make([]string, 0, len(inv.Selector))
 	for k := range inv.Selector {
-		for _, r := range reserved {
-			if k == r {
-				return bad("selector sets label %s, which the package writes", k)
-			}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // the same error every time
+	for _, k := range keys {
+		if slices.Contains(reserved, k) {
+			return bad("selector sets label %s, which the package writes", k)
+		}
+		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+			return bad("selector label key %q: %s", k, strings.Join(msgs, "; "))
+		}
+		if msgs := validation.IsValidLabelValue(inv.Selector[k]); len(msgs) > 0 {
+			return bad("selector label %s: value %q: %s", k, inv.Selector[k], strings.Join(msgs, "; "))
 		}
 	}
 	if b := inv.MaxBytes; b != 0 && (b < MinMaxBytes || b > LimitBytes) {
@@ -149,6 +164,15 @@ func (inv Inventory) Validate() error {
 // family applied has no set owner) and, where the operator makes its
 // component object the owner of what it applies, that object's UID in
 // Owners: [Inventory.PruneOptions] sets both.
+//
+// What an update in place takes out of a part (a namespace that moved,
+// objects that went, entries that moved to another part as the generation
+// grew or shrank) is recorded in ConfigMaps of the generation of their
+// own, of at most MaxBytes of data each ([handoff.Family.DroppedSets]),
+// created before the update: roles dropped-<hash>, superseded by their
+// generation. They retire once the generation is rolled out, deleting
+// what no live part lists, as the parts of an older generation do; no
+// move is too large to record.
 func (inv Inventory) Family() handoff.Family {
 	sel := make(map[string]string, len(inv.Selector)+2)
 	for k, v := range inv.Selector {
@@ -169,6 +193,7 @@ func (inv Inventory) Family() handoff.Family {
 		HashAnnotation:  HashAnnotation,
 		Resources:       Resources,
 		Probe:           inv.probe(),
+		DroppedSets:     inv.droppedSets,
 		NamePrefix:      inv.NamePrefix(),
 	}
 }

@@ -7,6 +7,7 @@ package inventory_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -84,9 +85,9 @@ type upgrade struct {
 	exec *handoff.Executor
 }
 
-func newUpgrade(t *testing.T) *upgrade {
+func newUpgrade(t *testing.T, opts ...handofftest.Option) *upgrade {
 	t.Helper()
-	c := handofftest.NewCluster()
+	c := handofftest.NewCluster(opts...)
 	dyn := c.ClientFor("executor")
 	inv := inventory.Inventory{Namespace: "knative-operator", Component: "knative-serving", Probe: rolledOut{}}
 	return &upgrade{c: c, inv: inv, exec: inv.Executor(dyn, c.Mapper(), crUID)}
@@ -395,4 +396,167 @@ func TestRetirementReportsWhatItLeft(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A dry run lists every write the Step would make: for the retirement of
+// an inventory (no finalizer of its own), the finalizer it gets, its
+// delete, the deletes of what only it listed and the finalizer's removal,
+// as the real Step then makes them; and it writes nothing.
+func TestDryRunListsARetirementsDeletes(t *testing.T) {
+	ctx := context.Background()
+	u := newUpgrade(t)
+	controller := obj("apps/v1", "Deployment", servingNS, "controller")
+	oldCert := ownedByCR(obj("v1", "Secret", servingNS, "routing-serving-certs"))
+	oldRole := obj("rbac.authorization.k8s.io/v1", "ClusterRole", "", "knative-serving-certmanager")
+	v1 := []unstructured.Unstructured{controller, oldCert, oldRole}
+	v2 := []unstructured.Unstructured{controller}
+	u.install(t, ownedByCR(annotated(controller, "applied", "v1")), oldCert, oldRole)
+	u.steps(t, "v1", v1, 3)
+	g2, err := u.inv.Generation("v2", v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.exec.Build = g2.Build
+	if _, err := u.exec.Step(ctx, g2.Desired); err != nil { // records v2
+		t.Fatal(err)
+	}
+	u.apply(t, annotated(controller, "applied", "v2"))
+
+	dry := *u.exec
+	dry.DryRun = true
+	n := len(u.c.Writes())
+	planned, err := dry.Step(ctx, g2.Desired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(u.c.Writes()); got != n {
+		t.Fatalf("the dry run wrote %d times", got-n)
+	}
+	// sha256("v1") starts 3bfc269594.
+	old := "knative-serving-inventory-part-0-3bfc269594"
+	want := []string{
+		"patch configmaps " + old,
+		"delete configmaps " + old,
+		"delete clusterroles knative-serving-certmanager",
+		"delete secrets knative-serving/routing-serving-certs",
+		"update configmaps " + old,
+	}
+	if d := cmp.Diff(want, writes(planned)); d != "" {
+		t.Errorf("dry run writes (-want +got):\n%s", d)
+	}
+	done, err := u.exec.Step(ctx, g2.Desired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(writes(done), writes(planned)); d != "" {
+		t.Errorf("dry run writes (-real Step +dry run):\n%s", d)
+	}
+	for _, o := range []unstructured.Unstructured{oldCert, oldRole} {
+		if u.c.Exists(handofftest.KeyOf(&o)) {
+			t.Errorf("%s, listed by v1 alone, is still there", handofftest.KeyOf(&o))
+		}
+	}
+}
+
+// movedConfigMaps returns n ConfigMaps in namespace ns, owned by the
+// component object.
+func movedConfigMaps(ns string, n int) []unstructured.Unstructured {
+	out := make([]unstructured.Unstructured, n)
+	for i := range out {
+		out[i] = ownedByCR(obj("v1", "ConfigMap", ns, fmt.Sprintf("config-observability-defaults-%04d", i)))
+	}
+	return out
+}
+
+// An update in place that moves a part of 3 000 entries to another
+// namespace: the record of what it drops would take some 300 KiB as an
+// annotation, more than the API server takes for all of an object's
+// annotations. It is kept in ConfigMaps of its own: the update goes
+// through, the old namespace's objects go once the part is Ready again,
+// and then the record goes too.
+func TestUpdateInPlaceMovesALargePart(t *testing.T) {
+	// (Nothing here is collected: the component object owns everything.
+	// A pass after each of 3 000 deletes would cost half a minute.)
+	u := newUpgrade(t, handofftest.WithoutAutoGC())
+	before := movedConfigMaps(servingNS, 3000)
+	after := movedConfigMaps("knative-serving-2", 3000)
+	u.install(t, before...)
+	u.steps(t, "v1", before, 3)
+	if got := len(u.inventories(t)); got != 1 {
+		t.Fatalf("%d inventories for v1, want 1", got)
+	}
+	u.install(t, after...)
+	start := u.c.Now()
+	u.steps(t, "v1", after, 6)
+
+	// sha256("v1") starts 3bfc269594.
+	if d := cmp.Diff([]string{"knative-serving-inventory-part-0-3bfc269594 v1"}, u.inventories(t)); d != "" {
+		t.Errorf("inventories after the move (-want +got):\n%s", d)
+	}
+	part, _ := u.c.Get(handofftest.Key{Kind: "ConfigMap", Namespace: "knative-operator", Name: "knative-serving-inventory-part-0-3bfc269594"})
+	if v := part.GetAnnotations()[handoff.DroppedAnnotation]; v != "" {
+		t.Errorf("the part records %d bytes of dropped resources", len(v))
+	}
+	for i := range before {
+		if k := handofftest.KeyOf(&before[i]); u.c.Exists(k) {
+			t.Fatalf("%s, no longer listed, is still there", k)
+		}
+	}
+	if gaps := u.c.Gaps(keysOf(after), start, u.c.Now()); len(gaps) != 0 {
+		t.Errorf("the moved objects were absent: %v", gaps[0])
+	}
+	// The record took ConfigMaps of the generation, each within the
+	// budget, which were created before the update and retired after it.
+	records := 0
+	for _, w := range u.c.Writes() {
+		if w.Key.Namespace == "knative-operator" && strings.Contains(w.Key.Name, "-inventory-"+handoff.DroppedRolePrefix) && w.Verb == "create" {
+			records++
+		}
+	}
+	if records == 0 {
+		t.Error("no record of what the update dropped was made")
+	}
+}
+
+// A part that a version before records in sets wrote with the record of
+// what an update dropped in DroppedAnnotation (JSON of references) is
+// still pruned: the objects go once the part is Ready, and the
+// annotation is cleared.
+func TestUpdateInPlacePrunesALegacyRecord(t *testing.T) {
+	u := newUpgrade(t)
+	kept := ownedByCR(obj("v1", "ConfigMap", servingNS, "config-a"))
+	gone := ownedByCR(obj("v1", "ConfigMap", servingNS, "config-b"))
+	u.install(t, kept, gone)
+	u.steps(t, "v1", []unstructured.Unstructured{kept}, 3)
+	name := "knative-serving-inventory-part-0-3bfc269594"
+	part, ok := u.c.Get(handofftest.Key{Kind: "ConfigMap", Namespace: "knative-operator", Name: name})
+	if !ok {
+		t.Fatalf("%s not created", name)
+	}
+	// As the previous version wrote it after an update that dropped
+	// config-b.
+	legacy := fmt.Sprintf(`[{"Group":"","Kind":"ConfigMap","Namespace":%q,"Name":"config-b"}]`, servingNS)
+	part.SetAnnotations(map[string]string{handoff.DroppedAnnotation: legacy})
+	cms := u.c.ClientFor("previous-version").Resource(inventory.ConfigMaps).Namespace("knative-operator")
+	if _, err := cms.Update(context.Background(), part, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	u.steps(t, "v1", []unstructured.Unstructured{kept}, 3)
+	if u.c.Exists(handofftest.KeyOf(&gone)) {
+		t.Error("config-b, recorded as dropped, is still there")
+	}
+	if !u.c.Exists(handofftest.KeyOf(&kept)) {
+		t.Error("config-a is gone")
+	}
+	if part, _ := u.c.Get(handofftest.Key{Kind: "ConfigMap", Namespace: "knative-operator", Name: name}); part.GetAnnotations()[handoff.DroppedAnnotation] != "" {
+		t.Error("the legacy record was not cleared")
+	}
+}
+
+func keysOf(objs []unstructured.Unstructured) []handofftest.Key {
+	out := make([]handofftest.Key, len(objs))
+	for i := range objs {
+		out[i] = handofftest.KeyOf(&objs[i])
+	}
+	return out
 }

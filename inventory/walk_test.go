@@ -23,10 +23,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kube-handoff/handoff"
 	"github.com/kube-handoff/handoff/handofftest"
 	"github.com/kube-handoff/handoff/inventory"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -46,7 +48,10 @@ const (
 
 // walkGenerations are four releases applied in place: the same
 // Deployments and webhook each time (each release rolls the Deployments
-// out again), and objects that come and go between them.
+// out again), and objects that come and go between them. The keys are
+// contents: a generation's name, or for a content a generation takes
+// after an update in place, the generation's name, "~" and the change
+// (see genOf and sized).
 func walkGenerations() map[string][]unstructured.Unstructured {
 	dep := func(name, gen string) unstructured.Unstructured {
 		return *handofftest.Object("apps/v1", "Deployment", servingNS, name, nil, map[string]any{"spec": map[string]any{
@@ -82,26 +87,151 @@ func foreignObjects() []*unstructured.Unstructured {
 	return []*unstructured.Unstructured{owned, handofftest.Object("v1", "ConfigMap", servingNS, "nobodys", nil, nil)}
 }
 
+// genOf returns the generation of a content: its key up to "~".
+func genOf(content string) string {
+	gen, _, _ := strings.Cut(content, "~")
+	return gen
+}
+
+// walkSize is how large a walk's generations are.
+type walkSize int
+
+const (
+	// sizePlain: a dozen objects, one part each; changes in place move,
+	// add and remove a few.
+	sizePlain walkSize = iota
+	// sizeParts: the smallest budget a part may have (4 KiB) and
+	// hundreds of filler ConfigMaps, so that a generation takes 5 to 13
+	// parts, and changes in place that grow it past ten parts, shrink it
+	// back and move its fillers to another namespace, each moving the
+	// Deployments from part to part ("part-10" sorts before "part-4").
+	sizeParts
+	// sizeLimits: the default budget (512 KiB) and 1 000 fillers with
+	// names of 200 characters in one part: moving them to another
+	// namespace drops more than an annotation may hold (the API server
+	// takes 256 KiB for all of an object's annotations; the JSON of their
+	// references takes 267 KB).
+	sizeLimits
+)
+
+func (s walkSize) String() string {
+	return [...]string{"plain", "parts at the 10-part boundary", "a part past the annotation limit"}[s]
+}
+
+// sizeOf picks the size of a walk from its seed: beyond the default
+// forty walks (which go test -race runs, and which stay plain and quick:
+// TestInPlaceShrinkPastTenParts and TestUpdateInPlaceMovesALargePart play
+// the same limits once), one walk in forty has many parts (seeds 70, 110,
+// …) and one in a hundred and sixty a part past the annotation limit
+// (seeds 100, 260, …).
+func sizeOf(seed int64) walkSize {
+	switch {
+	case seed <= 40:
+		return sizePlain
+	case seed%160 == 100:
+		return sizeLimits
+	case seed%40 == 30:
+		return sizeParts
+	}
+	return sizePlain
+}
+
+// inPlace adds to gens, for a walk of size size, the contents each
+// generation takes by an update in place: "~grown" (more fillers),
+// "~shrunk" (fewer, and without its only-<gen> ConfigMap) and "~moved"
+// (its only-<gen> and config-shared ConfigMaps and its fillers in another
+// namespace). Filler ConfigMaps come before and after the base objects in
+// key order, so that the Deployments move from part to part as they come
+// and go; the generation's own content gets its usual fillers.
+func inPlace(gens map[string][]unstructured.Unstructured, size walkSize) {
+	moved := servingNS + "-moved"
+	fill := func(ns string, n int) []unstructured.Unstructured {
+		out := make([]unstructured.Unstructured, 0, n)
+		for i := 0; i < n; i++ {
+			prefix, name := "a-fill", ""
+			if i%10 == 9 {
+				prefix = "z-fill" // after the Deployments
+			}
+			if size == sizeLimits {
+				name = fmt.Sprintf("%s-%04d-%s", prefix, i, strings.Repeat("x", 188))
+			} else {
+				name = fmt.Sprintf("%s-%04d", prefix, i)
+			}
+			out = append(out, *handofftest.Object("v1", "ConfigMap", ns, name, nil, map[string]any{"data": map[string]any{"k": "v"}}))
+		}
+		return out
+	}
+	// With the 4 KiB budget a part holds some 90 entries: 450 fillers
+	// are 5 or 6 parts, 1 100 are 12 or 13.
+	small, usual, large := 0, 0, 4
+	switch size {
+	case sizeParts:
+		small, usual, large = 450, 700, 1100
+	case sizeLimits:
+		small, usual, large = 600, 1000, 1400
+	}
+	for _, gen := range []string{"g1", "g2", "g3", "g4"} {
+		base := gens[gen]
+		var shrunk, relocated []unstructured.Unstructured
+		for _, o := range base {
+			name := o.GetName()
+			if name != "only-"+gen {
+				shrunk = append(shrunk, o)
+			}
+			if o.GetKind() == "ConfigMap" && (name == "only-"+gen || name == "config-shared") {
+				o = *o.DeepCopy()
+				o.SetNamespace(moved)
+			}
+			relocated = append(relocated, o)
+		}
+		gens[gen] = append(slices.Clone(base), fill(servingNS, usual)...)
+		gens[gen+"~grown"] = append(slices.Clone(base), fill(servingNS, large)...)
+		gens[gen+"~shrunk"] = append(shrunk, fill(servingNS, small)...)
+		gens[gen+"~moved"] = append(relocated, fill(moved, usual)...)
+	}
+}
+
 type walk struct {
 	t       *testing.T
 	rand    *rand.Rand
 	c       *handofftest.Cluster
 	inv     inventory.Inventory
-	gens    map[string][]unstructured.Unstructured
-	desired string
+	size    walkSize
+	gens    map[string][]unstructured.Unstructured // by content
+	byKey   map[handofftest.Key][]string           // the contents that list each object
+	writes  int                                    // the cluster's writes checked
+	desired string                                 // a content; empty: the removal
 	log     []string
 	seed    int64
 }
 
-func newWalk(t *testing.T, seed int64) *walk {
-	c := handofftest.NewCluster(handofftest.WithSeed(seed))
-	w := &walk{t: t, rand: rand.New(rand.NewSource(seed)), c: c, seed: seed, gens: walkGenerations(),
+func newWalk(t *testing.T, seed int64) *walk { return newWalkOf(t, seed, sizeOf(seed)) }
+
+func newWalkOf(t *testing.T, seed int64, size walkSize) *walk {
+	opts := []handofftest.Option{handofftest.WithSeed(seed)}
+	if size != sizePlain {
+		// The component object (a kind the cluster does not serve, so
+		// live to the garbage collector) owns everything: the collector
+		// has nothing to do, and a pass after each of thousands of writes
+		// would cost minutes.
+		opts = append(opts, handofftest.WithoutAutoGC())
+	}
+	c := handofftest.NewCluster(opts...)
+	w := &walk{t: t, rand: rand.New(rand.NewSource(seed)), c: c, seed: seed, size: size, gens: walkGenerations(),
 		inv: inventory.Inventory{Namespace: invNS, Component: "knative-serving"}}
+	if size == sizeParts {
+		w.inv.MaxBytes = inventory.MinMaxBytes
+	}
+	inPlace(w.gens, size)
 	if err := c.Add(foreignObjects()...); err != nil {
 		t.Fatal(err)
 	}
+	w.writes = len(c.Writes())
 	return w
 }
+
+// gen is the desired generation; empty for the removal.
+func (w *walk) gen() string { return genOf(w.desired) }
 
 func (w *walk) executor() *handoff.Executor {
 	return w.inv.Executor(w.c.ClientFor("executor"), w.c.Mapper(), crUID)
@@ -126,7 +256,7 @@ func (w *walk) reconcile(ctx context.Context) (handoff.Result, error) {
 		return exec.Step(ctx, nil)
 	}
 	objs := w.gens[w.desired]
-	g, err := w.inv.Generation(w.desired, objs)
+	g, err := w.inv.Generation(w.gen(), objs)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -143,7 +273,7 @@ func (w *walk) reconcile(ctx context.Context) (handoff.Result, error) {
 	for i := range objs {
 		stamped[i] = *objs[i].DeepCopy()
 	}
-	if err := inventory.Stamp(family, w.desired, stamped); err != nil {
+	if err := inventory.Stamp(family, w.gen(), stamped); err != nil {
 		return res, err
 	}
 	for i := range stamped {
@@ -194,6 +324,9 @@ func (w *walk) apply(ctx context.Context, obj *unstructured.Unstructured) error 
 		owned := ownedByCR(*obj)
 		next.SetOwnerReferences(append(live.GetOwnerReferences(), owned.GetOwnerReferences()...))
 	}
+	if equality.Semantic.DeepEqual(live.Object, next.Object) {
+		return nil // nothing to change, as manifestival's apply finds
+	}
 	_, err = ri.Update(ctx, next, metav1.UpdateOptions{})
 	return err
 }
@@ -226,24 +359,31 @@ func (w *walk) rollOut(ctx context.Context, p float64) {
 func (w *walk) inventories() []*unstructured.Unstructured {
 	sel := labels.SelectorFromSet(w.inv.Family().Selector)
 	var out []*unstructured.Unstructured
-	for _, o := range w.c.Objects() {
-		if o.GetKind() == "ConfigMap" && o.GetNamespace() == invNS && sel.Matches(labels.Set(o.GetLabels())) {
+	for _, k := range w.c.Keys() {
+		if k.Kind != "ConfigMap" || k.Namespace != invNS {
+			continue
+		}
+		if o, ok := w.c.Get(k); ok && sel.Matches(labels.Set(o.GetLabels())) {
 			out = append(out, o)
 		}
 	}
 	return out
 }
 
-// rolledOut is the oracle of I5: every Deployment the desired generation
-// lists was applied for the inventory that lists it (its writer stamp
-// names that inventory's UID) and rolled out at its current generation.
+// rolledOut is the oracle of I5: every Deployment the desired content
+// lists was applied for the part of the desired generation that lists it
+// (its writer stamp names that part's UID) and rolled out at its current
+// generation. The parts are the inventories of the generation that are
+// live and not superseded; those an update in place dropped, and the
+// records of what it dropped, are superseded by their own generation.
 func (w *walk) rolledOut() bool {
 	if w.desired == "" {
 		return true
 	}
 	lister := map[handoff.Ref]types.UID{}
 	for _, cm := range w.inventories() {
-		if cm.GetLabels()[inventory.GenerationLabel] != w.desired || cm.GetDeletionTimestamp() != nil {
+		if cm.GetLabels()[inventory.GenerationLabel] != w.gen() || cm.GetDeletionTimestamp() != nil ||
+			cm.GetAnnotations()[handoff.DefaultSupersededAnnotation] != "" {
 			continue
 		}
 		refs, err := inventory.Resources(cm)
@@ -277,18 +417,29 @@ func (w *walk) rolledOut() bool {
 	return true
 }
 
-// listed reports whether a generation the walk desired lists key, and the
-// generations that do.
+// liveKeys returns the keys of the objects stored.
+func (w *walk) liveKeys() map[handofftest.Key]bool {
+	out := map[handofftest.Key]bool{}
+	for _, k := range w.c.Keys() {
+		if w.c.Exists(k) {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+// listedBy returns the contents that list key.
 func (w *walk) listedBy(key handofftest.Key) []string {
-	var gens []string
-	for g, objs := range w.gens {
-		for i := range objs {
-			if handofftest.KeyOf(&objs[i]) == key {
-				gens = append(gens, g)
+	if w.byKey == nil {
+		w.byKey = map[handofftest.Key][]string{}
+		for c, objs := range w.gens {
+			for i := range objs {
+				k := handofftest.KeyOf(&objs[i])
+				w.byKey[k] = append(w.byKey[k], c)
 			}
 		}
 	}
-	return gens
+	return w.byKey[key]
 }
 
 // liveListers returns, for each object a live inventory lists, the
@@ -319,10 +470,7 @@ func isForeign(k handofftest.Key) bool {
 // changed.
 func (w *walk) check(op string, before map[handofftest.Key]bool, listers map[handofftest.Key][]string, oldLive []string, ready bool, writesBefore int) error {
 	var errs []error
-	after := map[handofftest.Key]bool{}
-	for _, o := range w.c.Objects() {
-		after[handofftest.KeyOf(o)] = true
-	}
+	after := w.liveKeys()
 	for k := range before {
 		if after[k] || k.Namespace == invNS {
 			continue
@@ -339,14 +487,16 @@ func (w *walk) check(op string, before map[handofftest.Key]bool, listers map[han
 		desired := w.desired != "" && slices.Contains(w.listedBy(k), w.desired)
 		switch {
 		case desired && len(listers[k]) > 0:
-			errs = append(errs, fmt.Errorf("I1: %s, listed by %v, deleted by %q while the desired generation %s lists it", k, listers[k], op, w.desired))
+			errs = append(errs, fmt.Errorf("I1: %s, listed by %v, deleted by %q while the desired content %s lists it", k, listers[k], op, w.desired))
 		case isForeign(k) || k.Name == keepName || k.Name == "co-owned":
 			errs = append(errs, fmt.Errorf("I4: %s deleted by %q", k, op))
 		case len(listers[k]) > 0 && !ready:
-			errs = append(errs, fmt.Errorf("I5: %s, listed by %v, deleted by %q before generation %s rolled out", k, listers[k], op, w.desired))
+			errs = append(errs, fmt.Errorf("I5: %s, listed by %v, deleted by %q before content %s rolled out", k, listers[k], op, w.desired))
 		}
 	}
-	for _, wr := range w.c.Writes()[writesBefore:] {
+	written := w.c.WritesSince(writesBefore)
+	w.writes = writesBefore + len(written)
+	for _, wr := range written {
 		if wr.Actor != "executor" || wr.Key.Namespace == invNS {
 			continue
 		}
@@ -366,7 +516,7 @@ func (w *walk) check(op string, before map[handofftest.Key]bool, listers map[han
 		}
 		for _, name := range oldLive {
 			if !still[name] {
-				errs = append(errs, fmt.Errorf("I5: old inventory %s retired by %q while generation %s was not rolled out", name, op, w.desired))
+				errs = append(errs, fmt.Errorf("I5: old inventory %s retired by %q while content %s was not rolled out", name, op, w.desired))
 			}
 		}
 	}
@@ -375,19 +525,16 @@ func (w *walk) check(op string, before map[handofftest.Key]bool, listers map[han
 
 // step runs one operation and checks it.
 func (w *walk) step(ctx context.Context, op string, fn func()) error {
-	before := map[handofftest.Key]bool{}
-	for _, o := range w.c.Objects() {
-		before[handofftest.KeyOf(o)] = true
-	}
+	before := w.liveKeys()
 	listers := w.liveListers()
 	var oldLive []string
 	for _, cm := range w.inventories() {
-		if cm.GetDeletionTimestamp() == nil && cm.GetLabels()[inventory.GenerationLabel] != w.desired {
+		if cm.GetDeletionTimestamp() == nil && cm.GetLabels()[inventory.GenerationLabel] != w.gen() {
 			oldLive = append(oldLive, cm.GetName())
 		}
 	}
 	ready := w.rolledOut()
-	writes := len(w.c.Writes())
+	writes := w.writes
 	w.log = append(w.log, fmt.Sprintf("%d. %s", len(w.log)+1, op))
 	fn()
 	return w.check(op, before, listers, oldLive, ready, writes)
@@ -396,13 +543,31 @@ func (w *walk) step(ctx context.Context, op string, fn func()) error {
 func (w *walk) run() error {
 	ctx := context.Background()
 	gens := []string{"g1", "g2", "g3", "g4"}
+	contents := make([]string, 0, len(w.gens))
+	for c := range w.gens {
+		contents = append(contents, c)
+	}
+	slices.Sort(contents)
 	w.desired = gens[w.rand.Intn(len(gens))]
 	for i := 0; i < walkOps; i++ {
 		var op string
 		var fn func()
 		switch n := w.rand.Intn(10); {
+		case n < 1:
+			next := contents[w.rand.Intn(len(contents))]
+			op, fn = "desire "+next, func() { w.desired = next }
 		case n < 2:
+			// An update in place: another content of the same generation.
+			var same []string
+			for _, c := range contents {
+				if genOf(c) == w.gen() && c != w.desired {
+					same = append(same, c)
+				}
+			}
 			next := gens[w.rand.Intn(len(gens))]
+			if len(same) > 0 {
+				next = same[w.rand.Intn(len(same))]
+			}
 			op, fn = "desire "+next, func() { w.desired = next }
 		case n < 4:
 			op, fn = "deployment controller", func() { w.rollOut(ctx, 0.7) }
@@ -446,7 +611,7 @@ func (w *walk) run() error {
 		}
 	}
 	if !settled {
-		return fmt.Errorf("I3: generation %s not settled after 12 rounds", w.desired)
+		return fmt.Errorf("I3: content %s not settled after 12 rounds", w.desired)
 	}
 	if err := w.checkConverged(); err != nil {
 		return err
@@ -475,7 +640,7 @@ func (w *walk) run() error {
 // one per part, what it lists there, and nothing only other generations
 // listed, but what stays by design.
 func (w *walk) checkConverged() error {
-	g, err := w.inv.Generation(w.desired, w.gens[w.desired])
+	g, err := w.inv.Generation(w.gen(), w.gens[w.desired])
 	if err != nil {
 		return err
 	}
@@ -489,7 +654,7 @@ func (w *walk) checkConverged() error {
 	}
 	var want []string
 	for _, r := range g.Desired.Roles {
-		want = append(want, w.desired+"/"+r.Name)
+		want = append(want, w.gen()+"/"+r.Name)
 	}
 	slices.Sort(parts)
 	slices.Sort(want)
@@ -552,18 +717,60 @@ func TestInventoryWalks(t *testing.T) {
 		n = 20
 	}
 	failed := 0
+	start := time.Now()
+	sizes := map[walkSize]int{}
+	took := map[walkSize]time.Duration{}
 	for seed := int64(1); seed <= int64(n) && failed < 3; seed++ {
+		began := time.Now()
 		w := newWalk(t, seed)
+		sizes[w.size]++
 		// The co-owned ConfigMap has another owner from the start.
 		co := handofftest.Object("v1", "ConfigMap", servingNS, "co-owned", nil, map[string]any{"data": map[string]any{"k": "co-owned"}})
 		co.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "p", UID: podUID}})
 		if err := w.c.Add(co); err != nil {
 			t.Fatal(err)
 		}
+		w.writes = len(w.c.Writes())
 		if err := w.run(); err != nil {
 			failed++
-			t.Errorf("seed %d: %v\nwalk:\n  %s", seed, err, strings.Join(w.log, "\n  "))
+			t.Errorf("seed %d (%s): %v\nwalk:\n  %s", seed, w.size, err, strings.Join(w.log, "\n  "))
 		}
+		took[w.size] += time.Since(began)
 	}
-	t.Logf("%d walks of %d operations (and convergence, removal)", n, walkOps)
+	t.Logf("%d walks of %d operations (and convergence, removal), %d with parts at the 10-part boundary (%s), %d with a part past the annotation limit (%s), %d violations, %s",
+		n, walkOps, sizes[sizeParts], took[sizeParts].Round(time.Millisecond), sizes[sizeLimits], took[sizeLimits].Round(time.Millisecond),
+		failed, time.Since(start).Round(time.Millisecond))
+}
+
+// An update in place that shrinks a generation from 13 parts to 6, the
+// Deployments moving from part-11 to part-4 ("part-11" sorts before
+// "part-4"), finishes: they are stamped for part-4, which rolls out, and
+// the parts the generation dropped retire.
+func TestInPlaceShrinkPastTenParts(t *testing.T) {
+	ctx := context.Background()
+	w := newWalkOf(t, 10, sizeParts)
+	converge := func(content string) {
+		t.Helper()
+		w.desired = content
+		for i := 0; i < 8; i++ {
+			res, err := w.reconcile(ctx)
+			w.rollOut(ctx, 1)
+			if err == nil && !res.Requeue {
+				if err := w.checkConverged(); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+		}
+		res, err := w.reconcile(ctx)
+		t.Fatalf("%s not settled after 8 rounds: %v\n%s", content, err, res.Plan)
+	}
+	converge("g2~grown")
+	if n := len(w.inventories()); n != 13 {
+		t.Fatalf("%d parts for g2~grown, want 13", n)
+	}
+	converge("g2~shrunk")
+	if n := len(w.inventories()); n != 6 {
+		t.Errorf("%d parts for g2~shrunk, want 6", n)
+	}
 }
