@@ -147,18 +147,19 @@ func TestFamilyValidateLabels(t *testing.T) {
 		Selector: map[string]string{"operator.tekton.dev/created-by": "Comp"}, GenerationLabel: "operator.tekton.dev/release-version"}
 	long := strings.Repeat("a", 64)
 	tests := map[string]struct {
-		mod  func(*handoff.Family)
-		says string // empty: valid
+		mod   func(*handoff.Family)
+		field string // the field the error names; empty: valid
+		says  string // and what it says of it
 	}{
 		"the family":                         {mod: func(*handoff.Family) {}},
 		"an empty selector value":            {mod: func(f *handoff.Family) { f.Selector["app"] = "" }},
-		"a selector value with a space":      {mod: func(f *handoff.Family) { f.Selector["app"] = "knative operator" }, says: "selector label app"},
-		"a selector value of 64 characters":  {mod: func(f *handoff.Family) { f.Selector["app"] = long }, says: "selector label app"},
-		"a selector key that is no name":     {mod: func(f *handoff.Family) { f.Selector["my app"] = "x" }, says: `selector label my app: key "my app"`},
-		"a generation label that is no name": {mod: func(f *handoff.Family) { f.GenerationLabel = "release version" }, says: "generation label"},
-		"a role label that is no name":       {mod: func(f *handoff.Family) { f.RoleLabel = "-role" }, says: "role label"},
-		"a hash annotation that is no name":  {mod: func(f *handoff.Family) { f.HashAnnotation = "a/b/c" }, says: "hash annotation"},
-		"a superseded annotation too long":   {mod: func(f *handoff.Family) { f.SupersededAnnotation = long }, says: "superseded annotation"},
+		"a selector value with a space":      {mod: func(f *handoff.Family) { f.Selector["app"] = "knative operator" }, field: "Family.Selector", says: "label app"},
+		"a selector value of 64 characters":  {mod: func(f *handoff.Family) { f.Selector["app"] = long }, field: "Family.Selector", says: "label app"},
+		"a selector key that is no name":     {mod: func(f *handoff.Family) { f.Selector["my app"] = "x" }, field: "Family.Selector", says: `label my app: key "my app"`},
+		"a generation label that is no name": {mod: func(f *handoff.Family) { f.GenerationLabel = "release version" }, field: "Family.GenerationLabel", says: `"release version"`},
+		"a role label that is no name":       {mod: func(f *handoff.Family) { f.RoleLabel = "-role" }, field: "Family.RoleLabel", says: `"-role"`},
+		"a hash annotation that is no name":  {mod: func(f *handoff.Family) { f.HashAnnotation = "a/b/c" }, field: "Family.HashAnnotation", says: `"a/b/c"`},
+		"a superseded annotation too long":   {mod: func(f *handoff.Family) { f.SupersededAnnotation = long }, field: "Family.SupersededAnnotation", says: "no more than 63 characters"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -166,14 +167,18 @@ func TestFamilyValidateLabels(t *testing.T) {
 			f.Selector = maps.Clone(ok.Selector)
 			tc.mod(&f)
 			err := f.Validate()
-			if tc.says == "" {
+			if tc.field == "" {
 				if err != nil {
 					t.Errorf("Validate() = %v", err)
 				}
 				return
 			}
-			if !errors.Is(err, handoff.ErrInvalidFamily) || !strings.Contains(err.Error(), tc.says) {
-				t.Errorf("Validate() = %v, want ErrInvalidFamily saying %q", err, tc.says)
+			var ce *handoff.ConfigError
+			if !errors.As(err, &ce) || !errors.Is(err, handoff.ErrInvalidFamily) || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("Validate() = %v, want a *ConfigError (ErrInvalidFamily) naming %s, saying %q", err, tc.field, tc.says)
+			}
+			if diff := cmp.Diff([]string{tc.field}, ce.Fields()); diff != "" {
+				t.Errorf("Validate() names (-want +got):\n%s", diff)
 			}
 			_, err = (&handoff.Executor{Family: f, Dynamic: handofftest.NewCluster().Dynamic()}).Step(context.Background(), nil)
 			if !errors.Is(err, handoff.ErrInvalidFamily) {
