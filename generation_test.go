@@ -159,7 +159,7 @@ func TestFamilyValidateLabels(t *testing.T) {
 		"a generation label that is no name": {mod: func(f *handoff.Family) { f.GenerationLabel = "release version" }, field: "Family.GenerationLabel", says: `"release version"`},
 		"a role label that is no name":       {mod: func(f *handoff.Family) { f.RoleLabel = "-role" }, field: "Family.RoleLabel", says: `"-role"`},
 		"a hash annotation that is no name":  {mod: func(f *handoff.Family) { f.HashAnnotation = "a/b/c" }, field: "Family.HashAnnotation", says: `"a/b/c"`},
-		"a superseded annotation too long":   {mod: func(f *handoff.Family) { f.SupersededAnnotation = long }, field: "Family.SupersededAnnotation", says: "no more than 63 characters"},
+		"a superseded annotation too long":   {mod: func(f *handoff.Family) { f.SupersededAnnotation = long }, field: "Family.SupersededAnnotation", says: "no more than 63"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
