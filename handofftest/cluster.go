@@ -136,8 +136,27 @@ type Cluster struct {
 	faults    []installedFault
 }
 
-// NewCluster returns an empty cluster that knows the common built-in kinds
-// (see [Cluster.Register]).
+// NewCluster returns an empty cluster that serves these built-in kinds,
+// each at one version, namespaced unless said otherwise:
+//
+//   - v1: ConfigMap, Secret, Service, ServiceAccount,
+//     PersistentVolumeClaim, and Namespace (cluster-scoped);
+//   - apps/v1: Deployment, StatefulSet, DaemonSet;
+//   - batch/v1: Job;
+//   - rbac.authorization.k8s.io/v1: Role, RoleBinding, and the
+//     cluster-scoped ClusterRole and ClusterRoleBinding;
+//   - admissionregistration.k8s.io/v1 (cluster-scoped):
+//     ValidatingWebhookConfiguration, MutatingWebhookConfiguration;
+//   - apiregistration.k8s.io/v1: APIService (cluster-scoped);
+//   - apiextensions.k8s.io/v1: CustomResourceDefinition (cluster-scoped);
+//   - policy/v1: PodDisruptionBudget;
+//   - autoscaling/v2: HorizontalPodAutoscaler.
+//
+// Their resources are the lower-case plurals (configmaps, deployments,
+// customresourcedefinitions, …). Any other kind, a custom resource
+// included, is served once registered ([Cluster.Register]); a built-in
+// kind can be served at more versions ([Cluster.AddVersion]) or not at
+// all ([Cluster.Unregister]).
 func NewCluster(opts ...Option) *Cluster {
 	c := &Cluster{
 		kinds:     map[schema.GroupVersionResource]kindInfo{},
@@ -168,6 +187,8 @@ var builtinKinds = []kindInfo{
 	{schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}, "PersistentVolumeClaim", true},
 	{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, "Deployment", true},
 	{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}, "StatefulSet", true},
+	{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}, "DaemonSet", true},
+	{schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, "Job", true},
 	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"}, "Role", true},
 	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}, "RoleBinding", true},
 	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}, "ClusterRole", false},
