@@ -96,6 +96,26 @@ func WithoutAutoGC() Option {
 	return func(c *Cluster) { c.autoGC = false }
 }
 
+// RequireNamespaces makes the cluster admit namespaced objects as a real
+// API server's NamespaceLifecycle admission does: a create (or an
+// [Cluster.Add]) of a namespaced object fails with 404 NotFound,
+// namespaces "x" not found, unless a Namespace x is stored, and with 403
+// Forbidden, "unable to create new content in namespace x because it is
+// being terminated" (cause NamespaceTerminating), while that Namespace is
+// being deleted. existing are the names of Namespaces the cluster starts
+// with, stored once every option is applied as by [Cluster.Add]; a real
+// cluster has default, kube-system, kube-public and kube-node-lease, this
+// one none but these. Without the option (the default) any namespace
+// goes, as with dynamic/fake. The cluster runs no namespace controller:
+// deleting a Namespace deletes nothing in it, and a Namespace with no
+// finalizers goes at once; give it one for it to stay terminating.
+func RequireNamespaces(existing ...string) Option {
+	return func(c *Cluster) {
+		c.requireNS = true
+		c.initialNS = append(c.initialNS, existing...)
+	}
+}
+
 // kindInfo is what the cluster knows of a registered resource.
 type kindInfo struct {
 	gvr        schema.GroupVersionResource
@@ -128,6 +148,9 @@ type Cluster struct {
 	step    time.Duration
 	rand    *rand.Rand
 	autoGC  bool
+
+	requireNS bool     // RequireNamespaces
+	initialNS []string // the Namespaces RequireNamespaces stores
 
 	timelines map[Key][]Interval
 	writes    []Write
@@ -174,6 +197,20 @@ func NewCluster(opts ...Option) *Cluster {
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	if len(c.initialNS) > 0 {
+		nss := make([]*unstructured.Unstructured, 0, len(c.initialNS))
+		for i, name := range c.initialNS {
+			if slices.Contains(c.initialNS[:i], name) {
+				continue
+			}
+			ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
+			ns.SetName(name)
+			nss = append(nss, ns)
+		}
+		if err := c.Add(nss...); err != nil {
+			panic(fmt.Sprintf("handofftest: RequireNamespaces: %v", err)) // Add refuses only a name given twice
+		}
 	}
 	return c
 }
