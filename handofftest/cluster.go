@@ -96,6 +96,26 @@ func WithoutAutoGC() Option {
 	return func(c *Cluster) { c.autoGC = false }
 }
 
+// RequireNamespaces makes the cluster admit namespaced objects as a real
+// API server's NamespaceLifecycle admission does: a create (or an
+// [Cluster.Add]) of a namespaced object fails with 404 NotFound,
+// namespaces "x" not found, unless a Namespace x is stored, and with 403
+// Forbidden, "unable to create new content in namespace x because it is
+// being terminated" (cause NamespaceTerminating), while that Namespace is
+// being deleted. existing are the names of Namespaces the cluster starts
+// with, stored once every option is applied as by [Cluster.Add]; a real
+// cluster has default, kube-system, kube-public and kube-node-lease, this
+// one none but these. Without the option (the default) any namespace
+// goes, as with dynamic/fake. The cluster runs no namespace controller:
+// deleting a Namespace deletes nothing in it, and a Namespace with no
+// finalizers goes at once; give it one for it to stay terminating.
+func RequireNamespaces(existing ...string) Option {
+	return func(c *Cluster) {
+		c.requireNS = true
+		c.initialNS = append(c.initialNS, existing...)
+	}
+}
+
 // kindInfo is what the cluster knows of a registered resource.
 type kindInfo struct {
 	gvr        schema.GroupVersionResource
@@ -129,6 +149,9 @@ type Cluster struct {
 	rand    *rand.Rand
 	autoGC  bool
 
+	requireNS bool     // RequireNamespaces
+	initialNS []string // the Namespaces RequireNamespaces stores
+
 	timelines map[Key][]Interval
 	writes    []Write
 	actions   []Action
@@ -136,8 +159,27 @@ type Cluster struct {
 	faults    []installedFault
 }
 
-// NewCluster returns an empty cluster that knows the common built-in kinds
-// (see [Cluster.Register]).
+// NewCluster returns an empty cluster that serves these built-in kinds,
+// each at one version, namespaced unless said otherwise:
+//
+//   - v1: ConfigMap, Secret, Service, ServiceAccount,
+//     PersistentVolumeClaim, and Namespace (cluster-scoped);
+//   - apps/v1: Deployment, StatefulSet, DaemonSet;
+//   - batch/v1: Job;
+//   - rbac.authorization.k8s.io/v1: Role, RoleBinding, and the
+//     cluster-scoped ClusterRole and ClusterRoleBinding;
+//   - admissionregistration.k8s.io/v1 (cluster-scoped):
+//     ValidatingWebhookConfiguration, MutatingWebhookConfiguration;
+//   - apiregistration.k8s.io/v1: APIService (cluster-scoped);
+//   - apiextensions.k8s.io/v1: CustomResourceDefinition (cluster-scoped);
+//   - policy/v1: PodDisruptionBudget;
+//   - autoscaling/v2: HorizontalPodAutoscaler.
+//
+// Their resources are the lower-case plurals (configmaps, deployments,
+// customresourcedefinitions, …). Any other kind, a custom resource
+// included, is served once registered ([Cluster.Register]); a built-in
+// kind can be served at more versions ([Cluster.AddVersion]) or not at
+// all ([Cluster.Unregister]).
 func NewCluster(opts ...Option) *Cluster {
 	c := &Cluster{
 		kinds:     map[schema.GroupVersionResource]kindInfo{},
@@ -156,6 +198,20 @@ func NewCluster(opts ...Option) *Cluster {
 	for _, o := range opts {
 		o(c)
 	}
+	if len(c.initialNS) > 0 {
+		nss := make([]*unstructured.Unstructured, 0, len(c.initialNS))
+		for i, name := range c.initialNS {
+			if slices.Contains(c.initialNS[:i], name) {
+				continue
+			}
+			ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
+			ns.SetName(name)
+			nss = append(nss, ns)
+		}
+		if err := c.Add(nss...); err != nil {
+			panic(fmt.Sprintf("handofftest: RequireNamespaces: %v", err)) // Add refuses only a name given twice
+		}
+	}
 	return c
 }
 
@@ -168,6 +224,8 @@ var builtinKinds = []kindInfo{
 	{schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}, "PersistentVolumeClaim", true},
 	{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, "Deployment", true},
 	{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}, "StatefulSet", true},
+	{schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}, "DaemonSet", true},
+	{schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, "Job", true},
 	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"}, "Role", true},
 	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"}, "RoleBinding", true},
 	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}, "ClusterRole", false},

@@ -2,10 +2,13 @@ package handofftest
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -235,5 +238,53 @@ func TestRegisterReplaces(t *testing.T) {
 	mapping, err := c.Mapper().RESTMapping(schema.GroupKind{Group: setGVR.Group, Kind: "TektonInstallerSet"})
 	if err != nil || mapping.Resource != v1 {
 		t.Errorf("mapping = %v, %v; want %s", mapping, err, v1)
+	}
+}
+
+// NewCluster serves the built-in kinds its doc lists, each at one version
+// with its scope, and nothing else.
+func TestNewClusterServesTheBuiltinKinds(t *testing.T) {
+	type served struct {
+		Kind       string
+		Resource   string
+		Namespaced bool
+	}
+	want := map[string]served{}
+	add := func(gv string, namespaced bool, kinds ...string) {
+		for _, k := range kinds {
+			// Every built-in kind's plural is its lower-case name and "s".
+			want[gv+" "+k] = served{Kind: k, Resource: strings.ToLower(k) + "s", Namespaced: namespaced}
+		}
+	}
+	add("v1", true, "ConfigMap", "Secret", "Service", "ServiceAccount", "PersistentVolumeClaim")
+	add("v1", false, "Namespace")
+	add("apps/v1", true, "Deployment", "StatefulSet", "DaemonSet")
+	add("batch/v1", true, "Job")
+	add("rbac.authorization.k8s.io/v1", true, "Role", "RoleBinding")
+	add("rbac.authorization.k8s.io/v1", false, "ClusterRole", "ClusterRoleBinding")
+	add("admissionregistration.k8s.io/v1", false, "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
+	add("apiregistration.k8s.io/v1", false, "APIService")
+	add("apiextensions.k8s.io/v1", false, "CustomResourceDefinition")
+	add("policy/v1", true, "PodDisruptionBudget")
+	add("autoscaling/v2", true, "HorizontalPodAutoscaler")
+
+	c := NewCluster()
+	got := map[string]served{}
+	for gvr, k := range c.kinds {
+		got[gvr.GroupVersion().String()+" "+k.kind] = served{Kind: k.kind, Resource: gvr.Resource, Namespaced: k.namespaced}
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("built-in kinds (-want +got):\n%s", d)
+	}
+	for key, s := range want {
+		gv, _ := schema.ParseGroupVersion(strings.Fields(key)[0])
+		m, err := c.Mapper().RESTMapping(schema.GroupKind{Group: gv.Group, Kind: s.Kind})
+		if err != nil {
+			t.Errorf("%s: %v", key, err)
+			continue
+		}
+		if ns := m.Scope.Name() == meta.RESTScopeNameNamespace; ns != s.Namespaced || m.Resource.Resource != s.Resource {
+			t.Errorf("%s: mapped to %s, namespaced %v", key, m.Resource, ns)
+		}
 	}
 }

@@ -35,6 +35,27 @@
 // deleted). [ManifestivalClient] is a manifestival client over the
 // cluster that maps kinds as manifestival/client-go-client does.
 //
+// [NewCluster] serves the common built-in kinds (ConfigMaps, Secrets,
+// Services, Namespaces, Deployments, StatefulSets, DaemonSets, Jobs,
+// RBAC, webhook configurations, APIServices, CRDs, …; its doc lists
+// them); [Cluster.Register] adds any other. By default a namespaced object
+// may be created in any namespace; with [RequireNamespaces] the cluster
+// refuses it, as a real API server does, until its Namespace exists
+// (404 NotFound) and while it is being deleted (403 Forbidden), so an
+// inventory recorded before its namespace exists fails as it would on a
+// real cluster.
+//
+// The cluster runs no controllers but the garbage collector. [Rollouts]
+// plays the ones that roll out what handoff.RolloutProbe waits for: the
+// deployment, statefulset, daemonset and job controllers, the
+// establishing of CRDs and the availability of APIServices. Each pass
+// ([Rollouts.RollOut], or [Cluster.RollOut] for everything at once)
+// writes the status each kind's controller writes once its current spec
+// is rolled out, as that controller's actor ([DeploymentControllerActor],
+// …), so invariant checks see the writes; Hold keeps objects back (for
+// good, or until the test lets them go) and Passes makes a rollout take
+// several passes, showing it under way first.
+//
 // A Cluster is safe for concurrent use. Watches, server-side apply,
 // strategic merge patch and dry runs are not supported.
 //
@@ -47,6 +68,9 @@
 // [CheckConverged] and [Cluster.Gaps] check the invariants I1 to I5, for a
 // family of a set kind and for one of package inventory's alike (its
 // readiness read from the objects it lists, as the executor reads it).
+// An operator without a set kind needs no World: a Cluster with
+// RequireNamespaces, its own reconciler, and a Rollouts pass after each
+// reconcile; examples/inventory in the repository is one.
 //
 // Typical use:
 //

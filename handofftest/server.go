@@ -190,6 +190,9 @@ func (c *Cluster) create(ev event, gvr schema.GroupVersionResource, ns string, i
 	if obj.GetResourceVersion() != "" {
 		return nil, apierrors.NewBadRequest("resourceVersion should not be set on objects to be created")
 	}
+	if err := c.admitNamespace(k, obj); err != nil {
+		return nil, err
+	}
 	if obj.GetName() == "" {
 		if obj.GetGenerateName() == "" {
 			return nil, apierrors.NewInvalid(k.groupKind(), "", field.ErrorList{
@@ -243,6 +246,9 @@ func (c *Cluster) seed(in *unstructured.Unstructured, now time.Time) error {
 	}
 	if obj.GetName() == "" {
 		return fmt.Errorf("handofftest: add %s: the object needs a name", KeyOf(obj))
+	}
+	if err := c.admitNamespace(k, obj); err != nil {
+		return fmt.Errorf("handofftest: add %s: %w", KeyOf(obj), err)
 	}
 	key := KeyOf(obj)
 	if _, ok := c.objects[key]; ok {

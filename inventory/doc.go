@@ -52,6 +52,18 @@
 //     their objects are settled; a delete that fails is retried by the
 //     next Step, for the old inventory still lists the object.
 //
+// The component is removed the same way, one Step per reconcile: when
+// its object is deleted (held by the operator's finalizer), the
+// reconciler calls Step with no generation, Step(ctx, nil), until
+// [handoff.Result].Requeue is false, and only then drops its finalizer.
+// Every inventory is retired: what it lists is deleted if the component
+// object or nobody owns it, but for protected kinds (Namespaces, PVCs,
+// CRDs) and keep-annotated objects, which stay and lose their
+// ownerReference to the component object, so the garbage collector does
+// not take them when it goes; an object with any other owner stays as it
+// is. The inventories go last. Result's Deleted and Skipped say what
+// became of each object, and why.
+//
 // Usage:
 //
 //	inv := inventory.Inventory{Namespace: "knative-operator", Component: "knative-serving"}
@@ -61,6 +73,12 @@
 //	res, err := exec.Step(ctx, gen.Desired) // records the inventory first
 //	// list the family, then stamp what is about to be applied:
 //	err = inventory.Stamp(family, gen.Desired.Generation, objs)
+//
+//	// the component object deleted, its finalizer still on it:
+//	res, err = exec.Step(ctx, nil) // until !res.Requeue; then drop the finalizer
+//
+// examples/inventory in the repository is a whole operator of this shape
+// (install, upgrade, removal) on package handofftest's fake cluster.
 //
 // To read one:
 //

@@ -331,27 +331,13 @@ func (w *walk) apply(ctx context.Context, obj *unstructured.Unstructured) error 
 	return err
 }
 
-// rollOut plays the deployment controller on each Deployment with
-// probability p: status for its current generation, Available.
+// rollOut plays the deployment controller (the test kit's) on each
+// Deployment with probability p: status for its current generation,
+// rolled out.
 func (w *walk) rollOut(ctx context.Context, p float64) {
-	ri := w.c.ClientFor("kube-controller-manager").Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}).Namespace(servingNS)
-	list, err := ri.List(ctx, metav1.ListOptions{})
-	if err != nil {
+	r := handofftest.Rollouts{Hold: func(*unstructured.Unstructured) bool { return w.rand.Float64() >= p }}
+	if _, err := r.RollOut(ctx, w.c); err != nil {
 		w.t.Fatal(err)
-	}
-	for i := range list.Items {
-		d := &list.Items[i]
-		if w.rand.Float64() >= p {
-			continue
-		}
-		d.Object["status"] = map[string]any{
-			"observedGeneration": d.GetGeneration(), "replicas": int64(1), "updatedReplicas": int64(1),
-			"readyReplicas": int64(1), "availableReplicas": int64(1),
-			"conditions": []any{map[string]any{"type": "Available", "status": "True"}},
-		}
-		if _, err := ri.UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
-			w.t.Fatal(err)
-		}
 	}
 }
 
