@@ -166,7 +166,7 @@ func (r *run) markWrite(a Action, gen string) (*setWrite, error) {
 	if md, s := r.e.setsMetadata(), r.viewed(a.UID); md != nil && s != nil && s.GetGeneration() > 0 {
 		// The answer is the set's metadata alone; its content is the one
 		// read, unless the server counted a change of it since (a set
-		// kind without a generation is patched whole).
+		// kind without metadata.generation is patched whole).
 		send = func(ctx context.Context) (*unstructured.Unstructured, error) {
 			m, err := md.Patch(ctx, a.Set, types.MergePatchType, patch, metav1.PatchOptions{})
 			if err != nil {
@@ -239,9 +239,10 @@ func (r *run) build(ctx context.Context, d Desired, role Role) (*unstructured.Un
 	return obj, nil
 }
 
-// label gives obj, a set the executor makes, the family's labels and
-// those of generation and role. It fails when obj carries one of them
-// with another value.
+// label gives obj, a set the executor makes, the family's labels, the
+// generation label with generation (a generation ID, not
+// metadata.generation) and the role label with role. It fails when obj
+// carries one of them with another value.
 func (f Family) label(obj *unstructured.Unstructured, generation, role string) error {
 	lbls := obj.GetLabels()
 	if lbls == nil {
