@@ -12,6 +12,14 @@
 // successor still lists is kept and handed over to it, so neither the
 // finalizer nor the garbage collector removes what is still serving.
 //
+// A generation is the operator's release throughout: an ID such as
+// "v0.80.0" ([Desired.Generation]), carried by each set in the label
+// [Family.GenerationLabel] names and read back as [Set.Generation]. It is
+// never metadata.generation, the API server's count of changes to an
+// object's spec, which [Rollout] and [ConditionProbe] compare with
+// status.observedGeneration; package inventory's Generation type is the
+// inventory of one release.
+//
 // The pieces:
 //   - [Family] describes one component's sets and how to read them;
 //     [Family.Observe] turns a set object into a [Set].

@@ -14,16 +14,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// This file holds the API-server semantics of writes and reads. Every
-// function here runs with c.mu held.
+// This file holds the API-server semantics of creates, updates and patches,
+// and what every request shares; server_read.go and server_delete.go hold
+// the rest. Every function here runs with c.mu held.
 
 // resolve returns the registration of gvr and checks the namespace of the
 // request against its scope; allNamespaces allows an empty namespace for
@@ -439,83 +438,6 @@ func specChanged(a, b *unstructured.Unstructured) bool {
 	return !reflect.DeepEqual(strip(a), strip(b))
 }
 
-func (c *Cluster) delete(ev event, gvr schema.GroupVersionResource, ns, name string, opts metav1.DeleteOptions) error {
-	if err := dryRunError(opts.DryRun); err != nil {
-		return err
-	}
-	k, err := c.resolve(gvr, ns, false)
-	if err != nil {
-		return err
-	}
-	return c.deleteObject(ev, k, k.key(ns, name), opts)
-}
-
-func (c *Cluster) deleteObject(ev event, k kindInfo, key Key, opts metav1.DeleteOptions) error {
-	gr := k.gvr.GroupResource()
-	obj, ok := c.objects[key]
-	if !ok {
-		return apierrors.NewNotFound(gr, key.Name)
-	}
-	if p := opts.Preconditions; p != nil {
-		if p.UID != nil && *p.UID != obj.GetUID() {
-			return apierrors.NewConflict(gr, key.Name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, obj.GetUID()))
-		}
-		if p.ResourceVersion != nil && *p.ResourceVersion != obj.GetResourceVersion() {
-			return apierrors.NewConflict(gr, key.Name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, obj.GetResourceVersion()))
-		}
-	}
-	policy := metav1.DeletePropagationBackground
-	switch {
-	case opts.PropagationPolicy != nil:
-		policy = *opts.PropagationPolicy
-	case opts.OrphanDependents != nil && *opts.OrphanDependents:
-		policy = metav1.DeletePropagationOrphan
-	}
-	switch policy {
-	case metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan:
-	default:
-		return apierrors.NewBadRequest(fmt.Sprintf("handofftest: unknown propagationPolicy %q", policy))
-	}
-	c.markOrRemove(ev, key, policy)
-	c.afterWrite(ev)
-	return nil
-}
-
-// markOrRemove deletes the object at key with the given propagation: it
-// is removed at once when it has no finalizers, otherwise it gets a
-// deletionTimestamp.
-func (c *Cluster) markOrRemove(ev event, key Key, policy metav1.DeletionPropagation) {
-	obj := c.objects[key]
-	if policy == metav1.DeletePropagationOrphan {
-		c.orphanDependents(ev.now, obj)
-	}
-	next := obj.DeepCopy()
-	fins := next.GetFinalizers()
-	if policy == metav1.DeletePropagationForeground && !slices.Contains(fins, FinalizerForeground) {
-		fins = append(fins, FinalizerForeground)
-		next.SetFinalizers(fins)
-	}
-	if len(fins) == 0 {
-		c.remove(ev, key)
-		return
-	}
-	effect := Updated
-	if next.GetDeletionTimestamp() == nil {
-		ts := metav1.NewTime(ev.now)
-		next.SetDeletionTimestamp(&ts)
-		zero := int64(0)
-		next.SetDeletionGracePeriodSeconds(&zero)
-		if g := next.GetGeneration(); g > 0 {
-			next.SetGeneration(g + 1)
-		}
-		effect = Deleting
-	}
-	if reflect.DeepEqual(next.Object, obj.Object) {
-		return
-	}
-	c.store(ev, effect, key, next)
-}
-
 // store stores obj at key with a new resourceVersion and records it.
 func (c *Cluster) store(ev event, effect Effect, key Key, obj *unstructured.Unstructured) {
 	obj.SetResourceVersion(c.nextRV())
@@ -535,95 +457,4 @@ func (c *Cluster) afterWrite(ev event) {
 	if c.autoGC {
 		c.collect(ev.now)
 	}
-}
-
-func (c *Cluster) get(gvr schema.GroupVersionResource, ns, name string, sub []string) (*unstructured.Unstructured, error) {
-	k, err := c.resolve(gvr, ns, false)
-	if err != nil {
-		return nil, err
-	}
-	if err := subresourceError(gvr.GroupResource(), name, sub, true); err != nil {
-		return nil, err
-	}
-	obj, ok := c.objects[k.key(ns, name)]
-	if !ok {
-		return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
-	}
-	return as(k, obj.DeepCopy()), nil
-}
-
-// selected returns the keys of the objects of kind k in ns (all
-// namespaces when empty) that match the list options, sorted.
-func (c *Cluster) selected(k kindInfo, ns string, opts metav1.ListOptions) ([]Key, error) {
-	ls, err := labels.Parse(opts.LabelSelector)
-	if err != nil {
-		return nil, apierrors.NewBadRequest(err.Error())
-	}
-	fs, err := fields.ParseSelector(opts.FieldSelector)
-	if err != nil {
-		return nil, apierrors.NewBadRequest(err.Error())
-	}
-	for _, r := range fs.Requirements() {
-		if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", r.Field))
-		}
-	}
-	var keys []Key
-	for _, key := range c.sortedKeys() {
-		if key.Group != k.gvr.Group || key.Kind != k.kind || (ns != "" && key.Namespace != ns) {
-			continue
-		}
-		obj := c.objects[key]
-		if !ls.Matches(labels.Set(obj.GetLabels())) {
-			continue
-		}
-		if !fs.Matches(fields.Set{"metadata.name": key.Name, "metadata.namespace": key.Namespace}) {
-			continue
-		}
-		keys = append(keys, key)
-	}
-	return keys, nil
-}
-
-func (c *Cluster) list(gvr schema.GroupVersionResource, ns string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
-	k, err := c.resolve(gvr, ns, true)
-	if err != nil {
-		return nil, err
-	}
-	keys, err := c.selected(k, ns, opts)
-	if err != nil {
-		return nil, err
-	}
-	list := &unstructured.UnstructuredList{Object: map[string]any{}}
-	list.SetAPIVersion(gvr.GroupVersion().String())
-	list.SetKind(k.kind + "List")
-	list.SetResourceVersion(fmt.Sprint(c.rv))
-	for _, key := range keys {
-		list.Items = append(list.Items, *as(k, c.objects[key].DeepCopy()))
-	}
-	return list, nil
-}
-
-func (c *Cluster) deleteCollection(ev event, gvr schema.GroupVersionResource, ns string, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error {
-	if err := dryRunError(opts.DryRun); err != nil {
-		return err
-	}
-	k, err := c.resolve(gvr, ns, true)
-	if err != nil {
-		return err
-	}
-	keys, err := c.selected(k, ns, listOpts)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, key := range keys {
-		if _, ok := c.objects[key]; !ok {
-			continue // collected while deleting an earlier one
-		}
-		if err := c.deleteObject(ev, k, key, opts); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }

@@ -6,15 +6,21 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
+
+	"k8s.io/client-go/rest"
 )
 
 // certValidity is how long generated certificates are valid. A control
@@ -150,4 +156,91 @@ func writeFiles(dir string, files map[string][]byte) error {
 		}
 	}
 	return nil
+}
+
+func (cp *ControlPlane) configFor(pair keyPair) *rest.Config {
+	return &rest.Config{
+		Host: cp.apiURL,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData:   cp.ca.certPEM,
+			CertData: pair.CertPEM,
+			KeyData:  pair.KeyPEM,
+		},
+		QPS:   clientQPS,
+		Burst: clientBurst,
+	}
+}
+
+func (cp *ControlPlane) writePKI() error {
+	ca, err := newAuthority()
+	if err != nil {
+		return err
+	}
+	cp.ca = ca
+	serving, err := ca.servingPair("kube-apiserver")
+	if err != nil {
+		return err
+	}
+	kcmServing, err := ca.servingPair("kube-controller-manager")
+	if err != nil {
+		return err
+	}
+	cp.admin, err = ca.clientPair("handoff-admin", []string{"system:masters"})
+	if err != nil {
+		return err
+	}
+	saKey, saPub, err := serviceAccountKeys()
+	if err != nil {
+		return err
+	}
+	return writeFiles(cp.workDir, map[string][]byte{
+		"ca.crt":        ca.certPEM,
+		"apiserver.crt": serving.CertPEM,
+		"apiserver.key": serving.KeyPEM,
+		"kcm.crt":       kcmServing.CertPEM,
+		"kcm.key":       kcmServing.KeyPEM,
+		"sa.key":        saKey,
+		"sa.pub":        saPub,
+	})
+}
+
+// writeKubeconfig writes an admin kubeconfig with embedded credentials.
+func (cp *ControlPlane) writeKubeconfig() error {
+	b64 := base64.StdEncoding.EncodeToString
+	content := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: handoff
+  cluster:
+    server: %s
+    certificate-authority-data: %s
+users:
+- name: handoff-admin
+  user:
+    client-certificate-data: %s
+    client-key-data: %s
+contexts:
+- name: handoff
+  context:
+    cluster: handoff
+    user: handoff-admin
+current-context: handoff
+`, cp.apiURL, b64(cp.ca.certPEM), b64(cp.admin.CertPEM), b64(cp.admin.KeyPEM))
+	cp.kubeconfig = filepath.Join(cp.workDir, "admin.kubeconfig")
+	return os.WriteFile(cp.kubeconfig, []byte(content), 0o600)
+}
+
+// tlsClient is an HTTP client that trusts the control plane's CA.
+func (cp *ControlPlane) tlsClient() (*http.Client, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(cp.ca.certPEM) {
+		return nil, errors.New("cannot parse CA certificate")
+	}
+	return &http.Client{
+		Timeout: 2 * time.Second,
+		Transport: &http.Transport{
+			Proxy:           nil,
+			TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		},
+	}, nil
 }
