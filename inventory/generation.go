@@ -62,12 +62,12 @@ func (inv Inventory) Generation(generation string, objs []unstructured.Unstructu
 		Entries:  entries,
 		inv:      inv,
 		parts:    map[string][]Entry{},
-		versions: Versions(entries),
+		versions: versions(entries),
 	}
 	for i, part := range chunk(entries, inv.maxBytes()) {
 		role := RolePrefix + strconv.Itoa(i)
 		g.parts[role] = part
-		g.Desired.Roles = append(g.Desired.Roles, handoff.Role{Name: role, Resources: Refs(part), Hash: hash(part)})
+		g.Desired.Roles = append(g.Desired.Roles, handoff.Role{Name: role, Resources: refs(part), Hash: hash(part)})
 	}
 	return g, nil
 }
@@ -112,7 +112,7 @@ func (g *Generation) Part(role string) ([]Entry, bool) {
 }
 
 // Versions returns the API versions (the version part, such as "v1")
-// the generation's objects of a kind were recorded at; see [Versions].
+// the generation's objects of a kind were recorded at; pass it as handoff.ManifestivalObjects.Versions, newer generation first.
 func (g *Generation) Versions(gk schema.GroupKind) []string { return g.versions(gk) }
 
 // Build builds the ConfigMap of one role of the generation: apiVersion v1,
@@ -147,7 +147,7 @@ func (inv Inventory) configMap(part []Entry) *unstructured.Unstructured {
 // dropped, at the API versions set recorded them at, in ConfigMaps of at
 // most MaxBytes of data each, as the parts of a generation are.
 func (inv Inventory) droppedSets(set *unstructured.Unstructured, dropped []handoff.Ref) ([]*unstructured.Unstructured, error) {
-	recorded, err := Decode(set)
+	recorded, err := decode(set)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", set.GetName(), err)
 	}

@@ -191,7 +191,7 @@ func (inv Inventory) Family() handoff.Family {
 		GenerationLabel: GenerationLabel,
 		RoleLabel:       handoff.DefaultRoleLabel,
 		HashAnnotation:  HashAnnotation,
-		Resources:       Resources,
+		Resources:       resources,
 		Probe:           inv.probe(),
 		DroppedSets:     inv.droppedSets,
 		NamePrefix:      inv.NamePrefix(),
