@@ -103,7 +103,7 @@ func (e *Executor) validate(build bool) error {
 		}
 	}
 	if build && e.Build == nil {
-		add("Build", "nil: a Step with a desired generation creates and updates its sets with it")
+		add("Build", "nil, and so is the Desired's Build: a Step with a desired generation creates and updates its sets with one of them")
 	}
 	for _, p := range e.Prune.problems() {
 		add("Prune."+p.Field, "%s", p.Reason)

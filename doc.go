@@ -25,9 +25,10 @@
 //     [Family.Observe] turns a set object into a [Set].
 //   - [Planner.Plan] is pure: observed sets and a [Desired] generation in, a
 //     [Plan] of [Action] values out, printable and comparable.
-//   - [Finalization] and [LiveVerdict] decide what finalizing a set deletes,
-//     keeps or skips; [Handover] moves ownerReferences to the sets that
-//     still list a resource.
+//   - [PruneOptions] say what finalizing a set may delete; the decision,
+//     resource by resource, is data in [FinalizeResult] and [Result]
+//     ([Item], [Verdict]): keep and hand over to the sets that still list
+//     it, delete, or skip, each with its reason.
 //   - [Guard] tells a set controller whether it may write a resource while
 //     generations coexist, so the old one does not revert the new one.
 //   - [Executor] is the only code that talks to the API server:

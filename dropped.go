@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -97,6 +98,17 @@ func updated(live, want *unstructured.Unstructured) *unstructured.Unstructured {
 	maps.Copy(ann, want.GetAnnotations())
 	next.SetLabels(lbls)
 	next.SetAnnotations(ann)
+	// The owners the built set names are added (by UID); those the live
+	// set has beside them stay.
+	owners := next.GetOwnerReferences()
+	for _, o := range want.GetOwnerReferences() {
+		if !slices.ContainsFunc(owners, func(l metav1.OwnerReference) bool { return l.UID == o.UID }) {
+			owners = append(owners, o)
+		}
+	}
+	if len(owners) > 0 {
+		next.SetOwnerReferences(owners)
+	}
 	return next
 }
 

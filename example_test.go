@@ -70,31 +70,6 @@ func ExamplePlanner_Plan() {
 	//   nothing to do
 }
 
-// Finalizing an old set keeps what its successor lists and deletes the rest.
-func ExampleFinalization() {
-	cm := func(name string) handoff.Ref {
-		return handoff.Ref{Kind: "ConfigMap", Namespace: "tekton-pipelines", Name: name}
-	}
-	hook := handoff.Ref{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration", Name: "validation.webhook.pipeline.tekton.dev"}
-	crd := handoff.Ref{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition", Name: "tasks.tekton.dev"}
-	old := set("static-v1", "v1", "static", 1, handoff.Ready, cm("config-defaults"), hook, cm("config-v1-only"), crd)
-	successor := set("static-v2", "v2", "static", 2, handoff.Ready, cm("config-defaults"), hook, crd)
-
-	fmt.Print(handoff.Finalization(old, []handoff.Set{successor}, handoff.DefaultPruneOptions()))
-	fmt.Print(handoff.Finalization(old, nil, handoff.DefaultPruneOptions()))
-	// Output:
-	// finalize static-v1: 3 keep, 1 delete, 0 skip
-	//   Keep ConfigMap tekton-pipelines/config-defaults: listed by static-v2 (v2/static)
-	//   Keep ValidatingWebhookConfiguration.admissionregistration.k8s.io validation.webhook.pipeline.tekton.dev: listed by static-v2 (v2/static)
-	//   Delete ConfigMap tekton-pipelines/config-v1-only: listed by no other set
-	//   Keep CustomResourceDefinition.apiextensions.k8s.io tasks.tekton.dev: listed by static-v2 (v2/static)
-	// finalize static-v1: 0 keep, 3 delete, 1 skip
-	//   Delete ConfigMap tekton-pipelines/config-defaults: listed by no other set
-	//   Delete ValidatingWebhookConfiguration.admissionregistration.k8s.io validation.webhook.pipeline.tekton.dev: listed by no other set
-	//   Delete ConfigMap tekton-pipelines/config-v1-only: listed by no other set
-	//   Skip CustomResourceDefinition.apiextensions.k8s.io tasks.tekton.dev: protected kind
-}
-
 // The executor, driven once per reconcile against the fake cluster of
 // package handofftest, with its simulated set controller.
 func ExampleExecutor_Step() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -115,9 +116,10 @@ type Executor struct {
 	// answer after a reset is taken as it is (client-go's
 	// DeferredDiscoveryRESTMapper drops a group whose discovery failed).
 	Discovery discovery.DiscoveryInterface
-	// Build makes a desired set; required by a Step with a desired
-	// generation (which creates and updates sets), not by a removal (Step
-	// with nil) or Finalize. See [Executor.Validate].
+	// Build makes a desired set, for a Step whose [Desired] has no Build
+	// of its own; one of the two is required by a Step with a desired
+	// generation (which creates and updates sets), neither by a removal
+	// (Step with nil) or Finalize. See [Executor.Validate].
 	Build BuildFunc
 	// RoleOrder orders retirement on a removal (see [Planner.RoleOrder]).
 	RoleOrder []string
@@ -203,6 +205,14 @@ func (c Call) String() string {
 type Result struct {
 	// Plan is the plan this step computed from the listed sets.
 	Plan Plan
+	// Family is the family's sets as this Step left them: as listed (from
+	// the API server, or from Cache), with the Step's own writes in — the
+	// sets it created, updated or marked as they were written, those it
+	// deleted still there with Deleting set — and the invalid ones as
+	// they were read. Package inventory's Stamp takes it, so the apply
+	// that follows a Step needs no List of its own. Empty when the Step
+	// failed before it had listed the family.
+	Family []Set
 	// Writes are the writes made (or, in a dry run, that would be made).
 	Writes []Call
 	// Requeue is true until the plan is settled: the caller reconciles
@@ -364,7 +374,7 @@ func (r *run) record(c Call) {
 // A misconfigured executor ([Executor.Validate], and Build when desired is
 // not nil) fails with a [*ConfigError] before any read or write.
 func (e *Executor) Step(ctx context.Context, desired *Desired) (Result, error) {
-	r, err := e.start(desired != nil)
+	r, err := e.start(desired != nil && desired.Build == nil)
 	if err != nil {
 		return Result{}, err
 	}
@@ -423,6 +433,7 @@ func (r *run) step(ctx context.Context, desired *Desired) (Result, Plan, error) 
 	invalid := res.invalid()
 	err = r.carryOut(ctx, plan, desired)
 	res.Writes, res.Unserved, res.Reads = r.writes, uniqueItems(r.unserved), r.live.reads
+	res.Family = slices.Clone(r.view)
 	res.Deleted, res.Collected, res.HandedOver, res.Kept, res.Skipped = r.retired.Deleted, r.retired.Collected, r.retired.HandedOver, r.retired.Kept, r.retired.Skipped
 	if errors.Is(err, errOutOfTime) {
 		// What was done stays done: the next Step plans again from the

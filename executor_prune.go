@@ -39,7 +39,7 @@ func (r *run) prune(ctx context.Context, uid types.UID) error {
 			pending.Dropped = append(pending.Dropped, ref)
 		}
 	}
-	items := Finalization(pending, r.view, r.e.Prune).Items
+	items := finalization(pending, r.view, r.e.Prune).Items
 	for i := range items {
 		if items[i].Verdict == Delete {
 			items[i].Reason = "dropped by an update in place of " + s.Name + ", listed by no other set"

@@ -214,10 +214,14 @@ func withMetadata(obj *unstructured.Unstructured, m *metav1.PartialObjectMetadat
 func (r *run) build(ctx context.Context, d Desired, role Role) (*unstructured.Unstructured, error) {
 	fam := r.family
 	name := fam.SetName(d.Generation, role.Name)
-	if r.e.Build == nil {
+	build := d.Build
+	if build == nil {
+		build = r.e.Build
+	}
+	if build == nil {
 		return nil, &SetError{Name: name, Err: fmt.Errorf("%w: executor has no Build function", ErrInvalidFamily)}
 	}
-	obj, err := r.e.Build(ctx, d, role)
+	obj, err := build(ctx, d, role)
 	if err != nil {
 		return nil, &SetError{Name: name, Err: fmt.Errorf("build role %s of generation %s: %w", role.Name, d.Generation, err)}
 	}

@@ -38,7 +38,7 @@ const (
 //   - a protected or keep-annotated resource stops naming the set, so the
 //     garbage collector does not take it when the set goes;
 //   - with del (Finalize), an obsolete resource is deleted when
-//     [LiveVerdict] allows it and no live set of another family lists it or
+//     [liveVerdict] allows it and no live set of another family lists it or
 //     last wrote it (see foreign); one the retiring set owns is handed to
 //     that set instead.
 //
@@ -73,7 +73,7 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 		}
 		refs := live.GetOwnerReferences()
 		var next []metav1.OwnerReference
-		switch verdict, reason := LiveVerdict(it, live, retiring, others, r.e.Prune); {
+		switch verdict, reason := liveVerdict(it, live, retiring, others, r.e.Prune); {
 		case it.Verdict == Keep:
 			if !ownedBy(refs, retiring.UID) {
 				if slices.Contains(strings.Split(live.GetAnnotations()[ReleasedAnnotation], ","), string(retiring.UID)) {
@@ -81,7 +81,7 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 				}
 				return it, kept, nil
 			}
-			next, _ = Handover(refs, retiring.UID, r.owners(it, retiring.UID)...)
+			next, _ = handOver(refs, retiring.UID, r.owners(it, retiring.UID)...)
 		case r.e.Prune.keeps(it.Ref.GroupKind(), live):
 			it.Verdict, it.Reason = Skip, reason
 			// Release it from every set of the family that is going, not
@@ -102,7 +102,7 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 			switch {
 			case err != nil:
 				return it, skipped, err
-			case other == nil && retiring.UID != r.staying && ownerOf(refs, retiring, others) == OwnedBySet:
+			case other == nil && retiring.UID != r.staying && ownerOf(refs, retiring, others) == ownedBySet:
 				// (refs, not just the owning ones: a placement owner such
 				// as a Namespace would keep it from the collector.)
 				// The garbage collector deletes it once the set is gone:
@@ -133,7 +133,7 @@ func (r *run) settle(ctx context.Context, retiring Set, others []Set, it Item, d
 			// Owned by the retiring set alone: the garbage collector would
 			// take it with the set, so it goes to the other family's set.
 			it.Verdict, it.Successor, it.SuccessorUID, it.Reason = Keep, other.Name, other.UID, why
-			next, _ = Handover(refs, retiring.UID, r.family.OwnerReference(*other))
+			next, _ = handOver(refs, retiring.UID, r.family.OwnerReference(*other))
 		default:
 			it.Verdict, it.Reason = verdict, reason
 			return it, skipped, nil

@@ -758,3 +758,62 @@ func TestStepReportsWhatItFinalized(t *testing.T) {
 		t.Errorf("what the Step reported (-want +got):\n%s", d)
 	}
 }
+
+// A Desired's Build makes its sets, in place of the executor's: one
+// executor serves every generation, each Desired bringing the manifests
+// it is built from. Without either, the Step refuses before any call.
+func TestDesiredBuildTakesPrecedence(t *testing.T) {
+	w := handofftest.NewWorld("TektonPipeline")
+	d := w.Desire("v1", []string{"static"}, small("v1"))
+	var built []string
+	byDesired := *d
+	byDesired.Build = func(ctx context.Context, des handoff.Desired, r handoff.Role) (*unstructured.Unstructured, error) {
+		built = append(built, des.Generation+"/"+r.Name)
+		return w.Manifests.Build(ctx, des, r)
+	}
+	w.Executor.Build = func(context.Context, handoff.Desired, handoff.Role) (*unstructured.Unstructured, error) {
+		t.Error("the executor's Build was called although the Desired has one")
+		return nil, errors.New("not this one")
+	}
+	if _, err := w.Executor.Step(context.Background(), &byDesired); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"v1/static"}, built); d != "" {
+		t.Errorf("sets built by the Desired's Build (-want +got):\n%s", d)
+	}
+
+	w.Executor.Build = nil
+	calls := len(w.Cluster.Actions())
+	_, err := w.Executor.Step(context.Background(), d)
+	var ce *handoff.ConfigError
+	if !errors.As(err, &ce) || !slices.Contains(ce.Fields(), "Executor.Build") {
+		t.Fatalf("Step with no Build anywhere: %v, want a *ConfigError naming Executor.Build", err)
+	}
+	if got := w.Cluster.Actions()[calls:]; len(got) != 0 {
+		t.Errorf("a Step with no Build made calls: %v", got)
+	}
+}
+
+// Result.Family is the family as the Step left it: the set it created is
+// in it, so an operator stamps what it applies next without a List.
+func TestResultFamilyHasTheStepsWrites(t *testing.T) {
+	w := handofftest.NewWorld("TektonPipeline")
+	v1 := w.Desire("v1", []string{"static"}, small("v1"))
+	res, err := w.Executor.Step(context.Background(), v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(res.Plan.Of(handoff.ActionCreate)); n != 1 {
+		t.Fatalf("plan %v, want one create", res.Plan)
+	}
+	if len(res.Family) != 1 || res.Family[0].UID == "" {
+		t.Fatalf("Result.Family = %v, want the created set with its UID", res.Family)
+	}
+	live, ok := w.Cluster.Get(handofftest.Key{Group: handofftest.SetResource.Group, Kind: "TektonInstallerSet", Name: res.Family[0].Name})
+	if !ok || live.GetUID() != res.Family[0].UID {
+		t.Errorf("Result.Family's %s has UID %s, the cluster's %v", res.Family[0].Name, res.Family[0].UID, live)
+	}
+	if got := res.Family[0].Generation; got != "v1" {
+		t.Errorf("Result.Family's set has generation %q, want v1", got)
+	}
+}

@@ -301,7 +301,7 @@ func FuzzFinalization(f *testing.F) {
 			others = append(others, s)
 		}
 		opts := DefaultPruneOptions()
-		d := Finalization(retiring, others, opts)
+		d := finalization(retiring, others, opts)
 
 		protected := make(map[schema.GroupKind]bool)
 		for _, gk := range opts.Protected {

@@ -415,6 +415,11 @@ type Desired struct {
 	// Roles are the generation's roles, in dependency order: a role's
 	// dependencies come before it. Retirement goes in reverse order.
 	Roles []Role
+	// Build, if set, makes the generation's sets in place of
+	// [Executor.Build]: the manifests a generation is built from change
+	// with it, so an executor made once for the process takes them with
+	// each Desired (package inventory's Generation sets it).
+	Build BuildFunc
 }
 
 // Role is one set of the desired generation.

@@ -26,8 +26,13 @@ var (
 	// ErrStaleMapper means the REST mapper does not know a listed
 	// resource's kind and cannot be refreshed (it is not a
 	// [meta.ResettableRESTMapper]), so the kind may be served all the same.
-	// Nothing that depends on the object's absence goes ahead.
-	ErrStaleMapper = errors.New("REST mapper does not know the kind and cannot be refreshed")
+	// Nothing that depends on the object's absence goes ahead. The fix is
+	// a mapper that can be reset: client-go's
+	// restmapper.NewDeferredDiscoveryRESTMapper over a
+	// memory.NewMemCacheClient of the cluster's discovery (package
+	// handoffctrl has one for controller-runtime managers, whose own
+	// mapper cannot be reset).
+	ErrStaleMapper = errors.New("REST mapper does not know the kind and cannot be reset: give the executor a meta.ResettableRESTMapper, such as client-go's restmapper.NewDeferredDiscoveryRESTMapper")
 )
 
 // Objects reaches the resources that sets list: the ownership handover

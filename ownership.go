@@ -48,51 +48,47 @@ func compareRefs(a, b Ref) int {
 		cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
 
-// Owner says who owns a live object, from the point of view of one set.
-type Owner string
+// ownership says who owns a live object, from the point of view of one set.
+type ownership string
 
 // The owners an object can have. Only UIDs are compared: a name can be
 // reused by a new object, a UID cannot.
 const (
-	// OwnedBySet: every ownerReference names the set in question.
-	OwnedBySet Owner = "OwnedBySet"
-	// OwnedByFamily: every ownerReference names a set of the family, and at
+	// ownedBySet: every ownerReference names the set in question.
+	ownedBySet ownership = "OwnedBySet"
+	// ownedByFamily: every ownerReference names a set of the family, and at
 	// least one names another set than the one in question.
-	OwnedByFamily Owner = "OwnedByFamily"
-	// OwnedByOther: some ownerReference names an object outside the family.
-	OwnedByOther Owner = "OwnedByOther"
-	// Unowned: the object has no ownerReferences at all.
-	Unowned Owner = "Unowned"
+	ownedByFamily ownership = "OwnedByFamily"
+	// ownedByOther: some ownerReference names an object outside the family.
+	ownedByOther ownership = "OwnedByOther"
+	// notOwned: the object has no ownerReferences at all.
+	notOwned ownership = "Unowned"
 )
 
-// OwnerOf classifies the ownerReferences of a live object relative to set
+// ownerOf classifies the ownerReferences of a live object relative to set
 // and the sets of its family.
-func OwnerOf(obj *unstructured.Unstructured, set Set, family []Set) Owner {
-	return ownerOf(obj.GetOwnerReferences(), set, family)
-}
-
-func ownerOf(refs []metav1.OwnerReference, set Set, family []Set) Owner {
+func ownerOf(refs []metav1.OwnerReference, set Set, family []Set) ownership {
 	if len(refs) == 0 {
-		return Unowned
+		return notOwned
 	}
 	uids := make(map[types.UID]bool, len(family)+1)
 	uids[set.UID] = true
 	for _, s := range family {
 		uids[s.UID] = true
 	}
-	result := OwnedBySet
+	result := ownedBySet
 	for _, r := range refs {
 		switch {
 		case !uids[r.UID]:
-			return OwnedByOther
+			return ownedByOther
 		case r.UID != set.UID:
-			result = OwnedByFamily
+			result = ownedByFamily
 		}
 	}
 	return result
 }
 
-// Handover moves ownership of an object from the set with UID from to the
+// handOver moves ownership of an object from the set with UID from to the
 // owners to, and returns the new ownerReferences and whether they changed.
 //
 // The reference to from is removed. A reference to each of to is added if
@@ -104,7 +100,7 @@ func ownerOf(refs []metav1.OwnerReference, set Set, family []Set) Owner {
 // Handing an object to every live set that lists it, not to one, keeps it
 // from the garbage collector as long as any of them lives: a successor
 // retired by a racing reconcile does not take the object with it.
-func Handover(refs []metav1.OwnerReference, from types.UID, to ...metav1.OwnerReference) ([]metav1.OwnerReference, bool) {
+func handOver(refs []metav1.OwnerReference, from types.UID, to ...metav1.OwnerReference) ([]metav1.OwnerReference, bool) {
 	var (
 		out       = make([]metav1.OwnerReference, 0, len(refs)+len(to))
 		fromRef   *metav1.OwnerReference

@@ -93,7 +93,7 @@ func DefaultPruneOptions() PruneOptions {
 // Verdict is what finalization does with one listed resource.
 type Verdict string
 
-// The verdicts of [Finalization].
+// The verdicts of a finalization ([FinalizeResult.Decision]).
 const (
 	// Delete: no live set of the family lists the resource any more.
 	Delete Verdict = "Delete"
@@ -157,11 +157,11 @@ func (d Decision) String() string {
 	return b.String()
 }
 
-// Finalization decides, for each resource the retiring set lists, and
+// finalization decides, for each resource the retiring set lists, and
 // each an update in place dropped from it that is still to be pruned
 // ([Set.Dropped]), whether finalizing it deletes, keeps or skips the
 // resource. It is pure and looks only at what sets list; the live checks
-// ([LiveVerdict]) come after.
+// ([liveVerdict]) come after.
 //
 // A resource is kept when any other set of the family that is not being
 // deleted lists it (a newer generation, or a sibling of the same
@@ -173,7 +173,7 @@ func (d Decision) String() string {
 // the first by name. Only what no such set lists is deleted;
 // with no other set left (the component is removed) that is everything.
 // Protected kinds are skipped. Repeated entries are decided once.
-func Finalization(retiring Set, others []Set, opts PruneOptions) Decision {
+func finalization(retiring Set, others []Set, opts PruneOptions) Decision {
 	sets := make([]Set, 0, len(others)+1)
 	sets = append(sets, retiring)
 	for _, s := range others {
@@ -184,13 +184,13 @@ func Finalization(retiring Set, others []Set, opts PruneOptions) Decision {
 	return newDecider(sets, []int{0}, opts).decide(0)
 }
 
-// Finalizations decides the finalization of each retiring set in turn, as
+// finalizations decides the finalization of each retiring set in turn, as
 // one Step retires them: a set decided earlier counts as being deleted for
 // the later ones, so nothing is kept for a set that is already going.
 // family holds every set of the family, the retiring ones included. One
 // index over the family serves every decision, so the cost is linear in the
 // resources listed, not in their product with the number of sets.
-func Finalizations(retiring []Set, family []Set, opts PruneOptions) []Decision {
+func finalizations(retiring []Set, family []Set, opts PruneOptions) []Decision {
 	sets := slices.Clone(family)
 	idx := make([]int, 0, len(retiring))
 	for _, r := range retiring {
@@ -399,13 +399,13 @@ func (d *decider) decide(i int) Decision {
 	return out
 }
 
-// LiveVerdict checks a Delete item against the live object before anything
+// liveVerdict checks a Delete item against the live object before anything
 // is deleted, and returns Delete only if that is safe: the object carries no
 // keep annotation and either the retiring set is its only owner
-// ([OwnedBySet]), or it has no owner and its kind is one a set controller
+// ([ownedBySet]), or it has no owner and its kind is one a set controller
 // installs without one. family is the other sets of the family; live nil
 // means the object is gone, which needs nothing. Other verdicts pass through.
-func LiveVerdict(it Item, live *unstructured.Unstructured, retiring Set, family []Set, opts PruneOptions) (Verdict, string) {
+func liveVerdict(it Item, live *unstructured.Unstructured, retiring Set, family []Set, opts PruneOptions) (Verdict, string) {
 	if it.Verdict != Delete {
 		return it.Verdict, it.Reason
 	}
@@ -416,14 +416,14 @@ func LiveVerdict(it Item, live *unstructured.Unstructured, retiring Set, family 
 		return Skip, fmt.Sprintf("annotated %s=%s", opts.KeepAnnotation, KeepValue)
 	}
 	switch ownerOf(opts.owning(live), retiring, family) {
-	case OwnedBySet:
+	case ownedBySet:
 		return Delete, "owned by " + retiring.Name + " alone, listed by no other set"
-	case Unowned:
+	case notOwned:
 		if opts.AnyUnowned || slices.Contains(opts.Unowned, it.Ref.GroupKind()) {
 			return Delete, "installed without an owner, listed by no other set"
 		}
 		return Skip, "has no owner and its kind is not installed without one"
-	case OwnedByFamily:
+	case ownedByFamily:
 		return Skip, "owned by another set of the family"
 	default:
 		return Skip, "owned by an object outside the family"

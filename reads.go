@@ -22,7 +22,7 @@ import (
 // difference between seconds and tens of minutes for a large generation.
 // [NewDynamicObjects] implements it; manifestival's mf.Client cannot list,
 // so [ManifestivalObjects] does not, and the executor reads its objects
-// with Gets, [ReadParallelism] at a time.
+// with Gets, [readParallelism] at a time.
 type ObjectLister interface {
 	// List reads one page of the objects of a kind in a namespace (empty
 	// for a cluster-scoped kind); opts carries Limit and Continue. An
@@ -94,10 +94,10 @@ func (o *dynamicObjects) listMetadata(ctx context.Context, gk schema.GroupKind, 
 	return out, true, nil
 }
 
-// ReadParallelism is how many Gets the executor has in flight at once when
+// readParallelism is how many Gets the executor has in flight at once when
 // it cannot list a kind (the Objects cannot, or RBAC grants get but not
 // list). The client's rate limiter still paces them.
-const ReadParallelism = 8
+const readParallelism = 8
 
 // listPageSize is the Limit of each List page.
 const listPageSize = 500
@@ -279,7 +279,7 @@ func (r *run) listScope(ctx context.Context, lister ObjectLister, sc Scope, whol
 	return nil
 }
 
-// getEach reads refs with Gets, ReadParallelism at a time.
+// getEach reads refs with Gets, readParallelism at a time.
 func (r *run) getEach(ctx context.Context, refs []Ref) {
 	type answer struct {
 		ref Ref
@@ -287,7 +287,7 @@ func (r *run) getEach(ctx context.Context, refs []Ref) {
 		err error
 	}
 	answers := make([]answer, len(refs))
-	sem := make(chan struct{}, ReadParallelism)
+	sem := make(chan struct{}, readParallelism)
 	var wg sync.WaitGroup
 	for i, ref := range refs {
 		wg.Add(1)

@@ -66,9 +66,10 @@ type SetController struct {
 	// and the set stays NotReady.
 	ReadyWhen func(ctx context.Context, set *unstructured.Unstructured) (bool, error)
 	// Unowned kinds are installed without an ownerReference; every other
-	// kind gets a controller ownerReference to its set. [TektonUnowned]
-	// lists tektoncd/operator's: CRDs, Namespaces and admission webhook
-	// configurations, so that APIServices and PVCs do get an owner.
+	// kind gets a controller ownerReference to its set. Package
+	// tektonfixture's Unowned lists tektoncd/operator's: CRDs, Namespaces
+	// and admission webhook configurations, so that APIServices and PVCs
+	// do get an owner.
 	// [NewWorld] also leaves APIServices without one.
 	Unowned []schema.GroupKind
 	// List, if set, replaces the controller's List of the family's sets at
@@ -99,20 +100,6 @@ type SetController struct {
 	SkipNotServed bool
 
 	seen map[types.UID]seen
-}
-
-// TektonUnowned returns the kinds tektoncd/operator's TektonInstallerSet
-// reconciler installs without an ownerReference (its injectOwner
-// transformer): CustomResourceDefinitions, Namespaces and admission webhook
-// configurations. Set it as [SetController.Unowned] to own resources the
-// way it does.
-func TektonUnowned() []schema.GroupKind {
-	return []schema.GroupKind{
-		{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"},
-		{Kind: "Namespace"},
-		{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"},
-		{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"},
-	}
 }
 
 // seen is what the controller counts of one set.

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/kube-handoff/handoff"
 	"github.com/kube-handoff/handoff/handofftest"
+	"github.com/kube-handoff/handoff/handofftest/tektonfixture"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -53,7 +54,7 @@ func TestSetControllerReadyWhen(t *testing.T) {
 				calls++
 				return tc.ready(s)
 			}
-			d := w.Desire("v1", []string{"static"}, handofftest.Pipelines("tekton-pipelines", "v1"))
+			d := w.Desire("v1", []string{"static"}, tektonfixture.Pipelines("tekton-pipelines", "v1"))
 			if _, err := w.Executor.Step(ctx, d); err != nil {
 				t.Fatal(err)
 			}
@@ -77,7 +78,7 @@ func TestSetControllerReadyWhen(t *testing.T) {
 func TestSetControllerKeepsForeignMetadata(t *testing.T) {
 	ctx := context.Background()
 	w := handofftest.NewWorld("TektonPipeline")
-	d := w.Desire("v1", []string{"static"}, handofftest.Pipelines("tekton-pipelines", "v1"))
+	d := w.Desire("v1", []string{"static"}, tektonfixture.Pipelines("tekton-pipelines", "v1"))
 	if _, err := w.Converge(ctx, d, 20); err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestSetControllerStaleListDoesNotRevert(t *testing.T) {
 	ctx := context.Background()
 	w := handofftest.NewWorld("TektonPipeline")
 	roles := []string{"static", "deployment"}
-	v1 := w.Desire("v1", roles, handofftest.Pipelines("tekton-pipelines", "v1"))
+	v1 := w.Desire("v1", roles, tektonfixture.Pipelines("tekton-pipelines", "v1"))
 	if _, err := w.Converge(ctx, v1, 30); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func TestSetControllerStaleListDoesNotRevert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v2 := w.Desire("v2", roles, handofftest.Pipelines("tekton-pipelines", "v2"))
+	v2 := w.Desire("v2", roles, tektonfixture.Pipelines("tekton-pipelines", "v2"))
 	for range 3 {
 		if _, err := w.Round(ctx, v2); err != nil {
 			t.Fatal(err)
@@ -175,7 +176,7 @@ func TestSetControllerStampsWhatItWrites(t *testing.T) {
 		"after an install":                         {gens: []string{"v1"}},
 		"after an upgrade":                         {gens: []string{"v1", "v2"}},
 		"after a rollback":                         {gens: []string{"v1", "v2", "v1"}},
-		"after an upgrade, with tektoncd's owners": {gens: []string{"v1", "v2"}, unowned: func(*handofftest.World) []schema.GroupKind { return handofftest.TektonUnowned() }},
+		"after an upgrade, with tektoncd's owners": {gens: []string{"v1", "v2"}, unowned: func(*handofftest.World) []schema.GroupKind { return tektonfixture.Unowned() }},
 		"after an install, with every kind owned":  {gens: []string{"v1"}, unowned: func(*handofftest.World) []schema.GroupKind { return nil }},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -185,7 +186,7 @@ func TestSetControllerStampsWhatItWrites(t *testing.T) {
 			}
 			var d *handoff.Desired
 			for _, gen := range tt.gens {
-				d = w.Desire(gen, roles, handofftest.Pipelines("tekton-pipelines", gen))
+				d = w.Desire(gen, roles, tektonfixture.Pipelines("tekton-pipelines", gen))
 				if _, err := w.Converge(ctx, d, 40); err != nil {
 					t.Fatalf("converge %s: %v", gen, err)
 				}
@@ -293,7 +294,7 @@ func TestSetControllerTargetNamespaceAndOwners(t *testing.T) {
 			free:    append(slices.Clone(unowned), apiService),
 		},
 		"tektoncd/operator's owners: APIServices and PVCs get one": {
-			unowned: func(*handofftest.World) []schema.GroupKind { return handofftest.TektonUnowned() },
+			unowned: func(*handofftest.World) []schema.GroupKind { return tektonfixture.Unowned() },
 			owned:   append(slices.Clone(owned), apiService),
 			free:    unowned,
 		},
@@ -392,8 +393,8 @@ func TestSetControllerSupersededIsNotReady(t *testing.T) {
 			w := handofftest.NewWorld("TektonPipeline")
 			w.Controller.ReadyAfter = tt.readyAfter
 			roles := []string{"static", "deployment"}
-			v1 := w.Desire("v1", roles, handofftest.Pipelines("tekton-pipelines", "v1"))
-			v2 := w.Desire("v2", roles, handofftest.Pipelines("tekton-pipelines", "v2"))
+			v1 := w.Desire("v1", roles, tektonfixture.Pipelines("tekton-pipelines", "v1"))
+			v2 := w.Desire("v2", roles, tektonfixture.Pipelines("tekton-pipelines", "v2"))
 			if _, err := w.Converge(ctx, v1, 30); err != nil {
 				t.Fatal(err)
 			}
@@ -465,7 +466,7 @@ func TestSetControllerUnreadableSet(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			w := handofftest.NewWorld("TektonPipeline")
-			v1 := w.Desire("v1", []string{"static"}, handofftest.Pipelines("tekton-pipelines", "v1"))
+			v1 := w.Desire("v1", []string{"static"}, tektonfixture.Pipelines("tekton-pipelines", "v1"))
 			if _, err := w.Converge(ctx, v1, 30); err != nil {
 				t.Fatal(err)
 			}

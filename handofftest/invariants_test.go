@@ -8,6 +8,7 @@ import (
 
 	"github.com/kube-handoff/handoff"
 	"github.com/kube-handoff/handoff/handofftest"
+	"github.com/kube-handoff/handoff/handofftest/tektonfixture"
 	"github.com/kube-handoff/handoff/inventory"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -83,7 +84,7 @@ func TestGateCheck(t *testing.T) {
 func TestGateObserveUnreadableSet(t *testing.T) {
 	ctx := context.Background()
 	w := handofftest.NewWorld("TektonPipeline")
-	v1 := w.Desire("v1", []string{"static"}, handofftest.Pipelines("tekton-pipelines", "v1"))
+	v1 := w.Desire("v1", []string{"static"}, tektonfixture.Pipelines("tekton-pipelines", "v1"))
 	if _, err := w.Converge(ctx, v1, 30); err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,12 @@
 // error ([handoff.ConfigError]). What a retirement left, and why, is in
 // the Step's [handoff.Result] (Skipped, Deleted, HandedOver, Kept).
 //
+// With [Inventory.Owner] the inventory ConfigMaps are owned in turn, by
+// the component object: they go with it, and a watch on them maps each
+// back to it. Any component and generation name will do: one that is no
+// label value is labelled in a hashed form ([LabelValue]) and kept whole
+// in an annotation.
+//
 // A change within one generation (a namespace that moves, objects that
 // come and go) updates the parts it touches in place; what an update takes
 // out of a part is recorded first in ConfigMaps of the generation of their
@@ -69,10 +75,9 @@
 //	inv := inventory.Inventory{Namespace: "knative-operator", Component: "knative-serving"}
 //	gen, err := inv.Generation(version, manifest.Resources())
 //	exec := inv.Executor(dyn, mapper, component.GetUID()) // Family, Prune.Owners and AnyUnowned
-//	exec.Build = gen.Build
 //	res, err := exec.Step(ctx, gen.Desired) // records the inventory first
-//	// list the family, then stamp what is about to be applied:
-//	err = inventory.Stamp(family, gen.Desired.Generation, objs)
+//	// stamp what is about to be applied, with the family as the Step left it:
+//	err = inventory.Stamp(res.Family, version, objs)
 //
 //	// the component object deleted, its finalizer still on it:
 //	res, err = exec.Step(ctx, nil) // until !res.Requeue; then drop the finalizer

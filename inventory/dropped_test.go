@@ -261,7 +261,7 @@ func TestDroppedSetsContract(t *testing.T) {
 	tests := map[string]func(set *unstructured.Unstructured, dropped []handoff.Ref) ([]*unstructured.Unstructured, error){
 		"a record of what is not dropped": func(set *unstructured.Unstructured, dropped []handoff.Ref) ([]*unstructured.Unstructured, error) {
 			cm := obj("v1", "ConfigMap", "knative-operator", "")
-			cm.Object["data"] = map[string]any{inventory.Key(stranger): "v1"}
+			cm.Object["data"] = map[string]any{inventory.Entry{Ref: stranger}.Key(): "v1"}
 			return []*unstructured.Unstructured{&cm}, nil
 		},
 		"a record of nothing": func(*unstructured.Unstructured, []handoff.Ref) ([]*unstructured.Unstructured, error) {

@@ -29,7 +29,7 @@ type Entry struct {
 	// Ref is the object's identity (GroupKind + namespace + name).
 	Ref handoff.Ref
 	// APIVersion is the apiVersion the object was applied at, such as
-	// "v1" or "apps/v1". A later read tries it first (see [Versions]).
+	// "v1" or "apps/v1". A later read tries it first (see [Generation.Versions]).
 	APIVersion string
 }
 
@@ -39,10 +39,10 @@ func (e Entry) String() string { return e.Ref.String() + " (" + e.APIVersion + "
 // Key is the entry's data key: namespace_name_group_kind, with an empty
 // namespace for cluster-scoped objects and an empty group for the core
 // group, as sigs.k8s.io/cli-utils keys its ConfigMap inventory.
-func (e Entry) Key() string { return Key(e.Ref) }
+func (e Entry) Key() string { return keyOf(e.Ref) }
 
-// Key returns the data key of a reference (see [Entry.Key]).
-func Key(r handoff.Ref) string {
+// keyOf returns the data key of a reference (see [Entry.Key]).
+func keyOf(r handoff.Ref) string {
 	return r.Namespace + sep + r.Name + sep + r.Group + sep + r.Kind
 }
 
@@ -80,12 +80,12 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidInventory}, args...)...)
 }
 
-// EntryOf returns the entry of an object, or why it cannot be recorded: it
+// entryOf returns the entry of an object, or why it cannot be recorded: it
 // lacks a kind, a name or an API version, or a field holds what a data key
 // cannot carry (a ConfigMap key is at most 253 characters of
 // [-._a-zA-Z0-9]; an RBAC name with a colon, such as "system:auth", is
 // refused).
-func EntryOf(obj *unstructured.Unstructured) (Entry, error) {
+func entryOf(obj *unstructured.Unstructured) (Entry, error) {
 	e := Entry{Ref: handoff.RefOf(obj), APIVersion: obj.GetAPIVersion()}
 	gv, err := schema.ParseGroupVersion(e.APIVersion)
 	switch {
@@ -127,7 +127,7 @@ func Entries(objs []unstructured.Unstructured) ([]Entry, error) {
 	seen := make(map[handoff.Ref]int, len(objs))
 	var errs []error
 	for i := range objs {
-		e, err := EntryOf(&objs[i])
+		e, err := entryOf(&objs[i])
 		if err != nil {
 			errs = append(errs, &ObjectError{Index: i, Ref: e.Ref, Err: err})
 			continue
@@ -214,11 +214,11 @@ func parseEntry(key string, val any) (Entry, error) {
 	return Entry{Ref: r, APIVersion: v}, nil
 }
 
-// Decode reads the entries an inventory ConfigMap records, sorted by data
+// decode reads the entries an inventory ConfigMap records, sorted by data
 // key. Every malformed entry is named in the error, which wraps
 // [ErrInvalidInventory]; the entries that could be read are returned all
 // the same, as [handoff.Family.Resources] requires.
-func Decode(cm *unstructured.Unstructured) ([]Entry, error) {
+func decode(cm *unstructured.Unstructured) ([]Entry, error) {
 	v, found, err := unstructured.NestedFieldNoCopy(cm.Object, "data")
 	if err != nil || !found || v == nil {
 		return nil, err
@@ -242,15 +242,15 @@ func Decode(cm *unstructured.Unstructured) ([]Entry, error) {
 	return out, errors.Join(errs...)
 }
 
-// Resources reads the references an inventory ConfigMap records; it is
+// resources reads the references an inventory ConfigMap records; it is
 // the [handoff.Family.Resources] of [Inventory.Family].
-func Resources(cm *unstructured.Unstructured) ([]handoff.Ref, error) {
-	es, err := Decode(cm)
-	return Refs(es), err
+func resources(cm *unstructured.Unstructured) ([]handoff.Ref, error) {
+	es, err := decode(cm)
+	return refs(es), err
 }
 
-// Refs returns the references of entries, in their order.
-func Refs(entries []Entry) []handoff.Ref {
+// refs returns the references of entries, in their order.
+func refs(entries []Entry) []handoff.Ref {
 	out := make([]handoff.Ref, len(entries))
 	for i, e := range entries {
 		out[i] = e.Ref
@@ -258,12 +258,12 @@ func Refs(entries []Entry) []handoff.Ref {
 	return out
 }
 
-// Versions returns a function that answers, for a kind, the API versions
+// versions returns a function that answers, for a kind, the API versions
 // (the version part, such as "v1") its entries were recorded at, in the
 // order they first appear, as [handoff.ManifestVersions] does for
 // manifests: pass it as [handoff.ManifestivalObjects.Versions]. Pass the
 // newer generation's entries first.
-func Versions(entries ...[]Entry) func(schema.GroupKind) []string {
+func versions(entries ...[]Entry) func(schema.GroupKind) []string {
 	v := map[schema.GroupKind][]string{}
 	for _, es := range entries {
 		for _, e := range es {

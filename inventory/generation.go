@@ -6,17 +6,17 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/kube-handoff/handoff"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Generation is the inventory of one generation of a component: the
-// desired generation to hand to [handoff.Executor.Step], and how to build
-// each of its ConfigMaps ([Generation.Build], the executor's Build).
+// desired generation to hand to [handoff.Executor.Step], which builds
+// each of its ConfigMaps with [Generation.Build] (Desired.Build is set to
+// it, so the executor needs no Build of its own).
 //
 // The entries, sorted by data key, are filled in order into parts of at
 // most [Inventory.MaxBytes] of data each; part i is role "part-i", whose
@@ -32,6 +32,7 @@ type Generation struct {
 	Entries []Entry
 
 	inv      Inventory
+	name     string // the generation as the operator named it
 	parts    map[string][]Entry
 	versions func(schema.GroupKind) []string
 }
@@ -42,32 +43,39 @@ func entryBytes(e Entry) int { return len(e.Key()) + len(e.APIVersion) + 6 }
 
 // Generation records objs, the objects of one generation as the operator
 // applies them (namespaces set, after its transformers), as the desired
-// generation named generation. It fails, recording nothing, when the
-// inventory or the generation name is invalid, or when any object cannot
-// be recorded or two objects share an identity; such errors are
-// [*ObjectError]s naming each object, wrapping [ErrInvalidInventory].
+// generation named generation: any non-empty name, such as a release
+// version. Desired.Generation, the value of [GenerationLabel], is
+// [LabelValue] of it (the name itself when it is a label value; a
+// version such as "1.2.3+build.7" is hashed), and the ConfigMaps of a
+// hashed one keep it whole in [GenerationNameAnnotation]. It fails,
+// recording nothing, when the inventory is invalid or the name empty, or
+// when any object cannot be recorded or two objects share an identity;
+// such errors are [*ObjectError]s naming each object, wrapping
+// [ErrInvalidInventory].
 func (inv Inventory) Generation(generation string, objs []unstructured.Unstructured) (*Generation, error) {
 	if err := inv.Validate(); err != nil {
 		return nil, err
 	}
-	if msgs := validation.IsValidLabelValue(generation); generation == "" || len(msgs) > 0 {
-		return nil, fmt.Errorf("%w: generation %q is no label value: %s", handoff.ErrInvalidDesired, generation, strings.Join(msgs, "; "))
+	if generation == "" {
+		return nil, fmt.Errorf("%w: inventory of %s: no generation", handoff.ErrInvalidDesired, inv.Component)
 	}
 	entries, err := Entries(objs)
 	if err != nil {
 		return nil, fmt.Errorf("inventory of %s, generation %s: %w", inv.Component, generation, err)
 	}
 	g := &Generation{
-		Desired:  &handoff.Desired{Generation: generation},
+		Desired:  &handoff.Desired{Generation: LabelValue(generation)},
+		name:     generation,
 		Entries:  entries,
 		inv:      inv,
 		parts:    map[string][]Entry{},
-		versions: Versions(entries),
+		versions: versions(entries),
 	}
+	g.Desired.Build = g.Build
 	for i, part := range chunk(entries, inv.maxBytes()) {
 		role := RolePrefix + strconv.Itoa(i)
 		g.parts[role] = part
-		g.Desired.Roles = append(g.Desired.Roles, handoff.Role{Name: role, Resources: Refs(part), Hash: hash(part)})
+		g.Desired.Roles = append(g.Desired.Roles, handoff.Role{Name: role, Resources: refs(part), Hash: hash(part)})
 	}
 	return g, nil
 }
@@ -112,7 +120,7 @@ func (g *Generation) Part(role string) ([]Entry, bool) {
 }
 
 // Versions returns the API versions (the version part, such as "v1")
-// the generation's objects of a kind were recorded at; see [Versions].
+// the generation's objects of a kind were recorded at; pass it as handoff.ManifestivalObjects.Versions, newer generation first.
 func (g *Generation) Versions(gk schema.GroupKind) []string { return g.versions(gk) }
 
 // Build builds the ConfigMap of one role of the generation: apiVersion v1,
@@ -128,7 +136,13 @@ func (g *Generation) Build(_ context.Context, d handoff.Desired, role handoff.Ro
 	if !ok {
 		return nil, &handoff.RoleError{Role: role.Name, Err: fmt.Errorf("%w: generation %s has %d parts", handoff.ErrInvalidDesired, d.Generation, len(g.parts))}
 	}
-	return g.inv.configMap(part), nil
+	cm := g.inv.configMap(part)
+	ann := cm.GetAnnotations()
+	if g.name != g.Desired.Generation {
+		ann[GenerationNameAnnotation] = g.name
+	}
+	cm.SetAnnotations(ann)
+	return cm, nil
 }
 
 // configMap builds the ConfigMap that records part, as Build does.
@@ -139,7 +153,14 @@ func (inv Inventory) configMap(part []Entry) *unstructured.Unstructured {
 	}
 	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": data}}
 	cm.SetNamespace(inv.Namespace)
-	cm.SetAnnotations(map[string]string{CountAnnotation: strconv.Itoa(len(part))})
+	ann := map[string]string{CountAnnotation: strconv.Itoa(len(part))}
+	if c := LabelValue(inv.Component); c != inv.Component {
+		ann[ComponentNameAnnotation] = inv.Component
+	}
+	cm.SetAnnotations(ann)
+	if o := inv.Owner; o != nil {
+		cm.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name, UID: o.UID}})
+	}
 	return cm
 }
 
@@ -147,7 +168,7 @@ func (inv Inventory) configMap(part []Entry) *unstructured.Unstructured {
 // dropped, at the API versions set recorded them at, in ConfigMaps of at
 // most MaxBytes of data each, as the parts of a generation are.
 func (inv Inventory) droppedSets(set *unstructured.Unstructured, dropped []handoff.Ref) ([]*unstructured.Unstructured, error) {
-	recorded, err := Decode(set)
+	recorded, err := decode(set)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", set.GetName(), err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kube-handoff/handoff"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -69,7 +70,12 @@ type Inventory struct {
 	Namespace string
 	// Component names the component, such as "knative-serving": the value
 	// of [ComponentLabel] and the start of the ConfigMaps' names,
-	// Component + "-inventory-part-N-<hash of the generation>".
+	// Component + "-inventory-part-N-<hash of the generation>". Any
+	// non-empty name will do: one that is no label value (longer than 63
+	// characters, a space, a colon) is labelled as [LabelValue] makes it,
+	// one that makes no valid object name (capitals) starts the names in a
+	// hashed form of lower-case letters, and the ConfigMaps then keep it
+	// whole in [ComponentNameAnnotation].
 	Component string
 	// Selector holds extra labels every ConfigMap of the component
 	// carries, such as the operator's app label; optional. It may not set
@@ -89,6 +95,35 @@ type Inventory struct {
 	// in the reconcile that records it, before any later Step can see it
 	// Ready.
 	Probe handoff.Probe
+	// Owner, if set, is the component object the inventories belong to:
+	// each ConfigMap of the family gets an ownerReference to it (neither
+	// controller nor blocking), added on its next update to one recorded
+	// without, so that the inventories go with the object (the garbage
+	// collector deletes them once it is gone, as after a rollback to an
+	// operator that knows nothing of them) and a watch maps each
+	// ConfigMap back to it (controller-runtime's
+	// handler.EnqueueRequestForOwner). An ownerReference reaches no
+	// further than its object's namespace, and the garbage collector
+	// deletes a namespaced object whose owner is not found there, so a
+	// namespaced owner must live in Namespace; Validate refuses one that
+	// does not.
+	Owner *Owner
+}
+
+// Owner is the object an inventory's ConfigMaps belong to (see
+// [Inventory.Owner]).
+type Owner struct {
+	// APIVersion, Kind, Name and UID name the object, as an
+	// ownerReference does.
+	APIVersion, Kind, Name string
+	UID                    types.UID
+	// Namespace is the object's namespace; empty for a cluster-scoped one.
+	Namespace string
+}
+
+// OwnerOf returns the Owner that obj, the component object, makes.
+func OwnerOf(obj *unstructured.Unstructured) *Owner {
+	return &Owner{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Name: obj.GetName(), UID: obj.GetUID(), Namespace: obj.GetNamespace()}
 }
 
 func (inv Inventory) maxBytes() int {
@@ -99,15 +134,15 @@ func (inv Inventory) maxBytes() int {
 }
 
 // NamePrefix is the start of the names of the component's ConfigMaps.
-func (inv Inventory) NamePrefix() string { return inv.Component + "-inventory-" }
+func (inv Inventory) NamePrefix() string { return namePart(inv.Component) + "-inventory-" }
 
 // fixedLabels are the labels the package writes on every ConfigMap.
 func (inv Inventory) fixedLabels() map[string]string {
-	return map[string]string{ComponentLabel: inv.Component, SetKindLabel: SetKind}
+	return map[string]string{ComponentLabel: LabelValue(inv.Component), SetKindLabel: SetKind}
 }
 
-// Validate reports an inventory that cannot be used: no namespace, a
-// component that is no label value or makes names too long, extra labels
+// Validate reports an inventory that cannot be used: no namespace, no
+// component (any other is labelled and named in a hashed form), extra labels
 // that clash with the package's own or that the API server refuses (a key
 // that is no qualified name, a value that is no label value), a budget
 // out of range.
@@ -121,8 +156,13 @@ func (inv Inventory) Validate() error {
 	if inv.Component == "" {
 		return bad("no component")
 	}
-	if msgs := validation.IsValidLabelValue(inv.Component); len(msgs) > 0 {
-		return bad("component: %s", strings.Join(msgs, "; "))
+	if o := inv.Owner; o != nil {
+		switch {
+		case o.APIVersion == "" || o.Kind == "" || o.Name == "" || o.UID == "":
+			return bad("owner %s %s/%s (UID %q): an ownerReference needs apiVersion, kind, name and UID", o.Kind, o.Namespace, o.Name, o.UID)
+		case o.Namespace != "" && o.Namespace != inv.Namespace:
+			return bad("owner %s %s/%s is in another namespace than the inventory (%s): the garbage collector would take the inventory for an orphan and delete it", o.Kind, o.Namespace, o.Name, inv.Namespace)
+		}
 	}
 	// The longest names: a part number of six digits is a million parts;
 	// a record of what an update dropped has a role of 18 characters.
@@ -191,7 +231,7 @@ func (inv Inventory) Family() handoff.Family {
 		GenerationLabel: GenerationLabel,
 		RoleLabel:       handoff.DefaultRoleLabel,
 		HashAnnotation:  HashAnnotation,
-		Resources:       Resources,
+		Resources:       resources,
 		Probe:           inv.probe(),
 		DroppedSets:     inv.droppedSets,
 		NamePrefix:      inv.NamePrefix(),
@@ -224,11 +264,15 @@ func (inv Inventory) PruneOptions(owners ...types.UID) handoff.PruneOptions {
 // Executor returns the executor of the component's inventories over dyn
 // and mapper: Family, Dynamic and Mapper set, the sets addressed in
 // Namespace through Dynamic, and Prune from [Inventory.PruneOptions] with
-// owners. The caller sets Build to the [Generation.Build] of the
-// generation it steps to (a removal, Step with nil, needs none), and
+// owners. It needs no Build: [Generation.Desired] carries its own, so one
+// executor serves every generation of the component (Step with the
+// Desired of the generation it steps to; a removal, Step with nil, builds
+// nothing). The inventory is one component object's, and so is the
+// executor: make it for the object being reconciled (no I/O) and set
 // anything else it uses (Discovery, Metadata, Recorder and Component).
 // Step and Finalize validate it ([handoff.Executor.Validate]) before
-// anything else.
+// anything else. The apply after a Step stamps from the Step's
+// [handoff.Result.Family] (see [Stamp]), with no List of its own.
 func (inv Inventory) Executor(dyn dynamic.Interface, mapper meta.RESTMapper, owners ...types.UID) *handoff.Executor {
 	return &handoff.Executor{Family: inv.Family(), Dynamic: dyn, Mapper: mapper, Prune: inv.PruneOptions(owners...)}
 }

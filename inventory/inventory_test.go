@@ -3,13 +3,16 @@ package inventory_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/kube-handoff/handoff"
 	"github.com/kube-handoff/handoff/handofftest"
 	"github.com/kube-handoff/handoff/inventory"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -26,14 +29,13 @@ func TestMisconfiguredInventoryExecutorTouchesNothing(t *testing.T) {
 	}{
 		"no Mapper": {
 			exec: func(inv inventory.Inventory, c *handofftest.Cluster, g *inventory.Generation) *handoff.Executor {
-				e := inv.Executor(c.ClientFor("executor"), nil, crUID)
-				e.Build = g.Build
-				return e
+				return inv.Executor(c.ClientFor("executor"), nil, crUID)
 			},
 			want: []string{"Executor.Mapper"},
 		},
-		"no Build": {
-			exec: func(inv inventory.Inventory, c *handofftest.Cluster, _ *inventory.Generation) *handoff.Executor {
+		"no Build, neither the executor's nor the Desired's (made by hand)": {
+			exec: func(inv inventory.Inventory, c *handofftest.Cluster, g *inventory.Generation) *handoff.Executor {
+				g.Desired.Build = nil
 				return inv.Executor(c.ClientFor("executor"), c.Mapper(), crUID)
 			},
 			want: []string{"Executor.Build"},
@@ -41,9 +43,7 @@ func TestMisconfiguredInventoryExecutorTouchesNothing(t *testing.T) {
 		"an inventory without a namespace": {
 			inv: inventory.Inventory{Component: "knative-serving"},
 			exec: func(inv inventory.Inventory, c *handofftest.Cluster, g *inventory.Generation) *handoff.Executor {
-				e := inv.Executor(c.ClientFor("executor"), c.Mapper(), crUID)
-				e.Build = g.Build
-				return e
+				return inv.Executor(c.ClientFor("executor"), c.Mapper(), crUID)
 			},
 			want: []string{"Executor.Family.Namespace"},
 		},
@@ -52,7 +52,7 @@ func TestMisconfiguredInventoryExecutorTouchesNothing(t *testing.T) {
 				prune := handoff.DefaultPruneOptions()
 				prune.Owners = []types.UID{crUID}
 				dyn := c.ClientFor("executor")
-				return &handoff.Executor{Family: inv.Family(), Sets: inv.Sets(dyn), Dynamic: dyn, Mapper: c.Mapper(), Build: g.Build, Prune: prune}
+				return &handoff.Executor{Family: inv.Family(), Sets: inv.Sets(dyn), Dynamic: dyn, Mapper: c.Mapper(), Prune: prune}
 			},
 			want: []string{"Executor.Prune.Owners"},
 		},
@@ -128,5 +128,102 @@ func TestPruneOptions(t *testing.T) {
 	}
 	if fam := e.Family; !fam.Namespaced || fam.Namespace != inv.Namespace {
 		t.Errorf("the executor's family: Namespaced %v, Namespace %q; want true, %q", fam.Namespaced, fam.Namespace, inv.Namespace)
+	}
+}
+
+// With Owner, the inventories belong to the component object: each
+// ConfigMap names it (one recorded before gains it on its next update),
+// and the garbage collector takes them when the object goes.
+func TestOwnerTakesTheInventoriesWithIt(t *testing.T) {
+	ctx := context.Background()
+	const ns = "knative-operator"
+	widgets := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+	c := handofftest.NewCluster()
+	c.Register(widgets, "Widget", true)
+	cr, err := c.ClientFor("test").Resource(widgets).Namespace(ns).Create(ctx,
+		&unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": map[string]any{"name": "w"}}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(inv inventory.Inventory, objs ...unstructured.Unstructured) handoff.Result {
+		t.Helper()
+		g, err := inv.Generation("v1", objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := inv.Executor(c.ClientFor("executor"), c.Mapper(), cr.GetUID()).Step(ctx, g.Desired)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	owners := func(name string) []types.UID {
+		t.Helper()
+		cm, ok := c.Get(handofftest.Key{Kind: "ConfigMap", Namespace: ns, Name: name})
+		if !ok {
+			t.Fatalf("inventory %s is gone", name)
+		}
+		var out []types.UID
+		for _, o := range cm.GetOwnerReferences() {
+			if o.Kind != "Widget" || o.Name != "w" || o.APIVersion != "example.com/v1" {
+				t.Errorf("inventory %s: ownerReference %+v, want the Widget w", name, o)
+			}
+			if o.Controller != nil && *o.Controller || o.BlockOwnerDeletion != nil && *o.BlockOwnerDeletion {
+				t.Errorf("inventory %s: ownerReference %+v is a controller or blocking one", name, o)
+			}
+			out = append(out, o.UID)
+		}
+		return out
+	}
+
+	// Recorded before the operator set Owner: no owner.
+	inv := inventory.Inventory{Namespace: ns, Component: "widget-w"}
+	res := step(inv, obj("v1", "ConfigMap", ns, "a"))
+	name := res.Family[0].Name
+	if got := owners(name); len(got) != 0 {
+		t.Fatalf("inventory recorded without Owner has owners %v", got)
+	}
+	// Updated in place with Owner: it gains the Widget.
+	inv.Owner = inventory.OwnerOf(cr)
+	step(inv, obj("v1", "ConfigMap", ns, "a"), obj("v1", "ConfigMap", ns, "b"))
+	if d := cmp.Diff([]types.UID{cr.GetUID()}, owners(name)); d != "" {
+		t.Errorf("owners after the update in place (-want +got):\n%s", d)
+	}
+
+	// The Widget goes: so do its inventories.
+	if err := c.ClientFor("test").Resource(widgets).Namespace(ns).Delete(ctx, "w", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.CollectGarbage()
+	for _, k := range c.Keys() {
+		if k.Kind == "ConfigMap" && k.Namespace == ns && strings.HasPrefix(k.Name, inv.NamePrefix()) {
+			if o, ok := c.Get(k); ok && o.GetDeletionTimestamp() == nil {
+				t.Errorf("inventory %s stayed after its owner was deleted", k.Name)
+			}
+		}
+	}
+}
+
+func TestOwnerValidation(t *testing.T) {
+	for name, tc := range map[string]struct {
+		owner inventory.Owner
+		says  string
+	}{
+		"an owner in the inventory's namespace": {owner: inventory.Owner{APIVersion: "v1", Kind: "W", Name: "w", UID: "u", Namespace: "ops"}},
+		"a cluster-scoped owner":                {owner: inventory.Owner{APIVersion: "v1", Kind: "W", Name: "w", UID: "u"}},
+		"an owner in another namespace":         {owner: inventory.Owner{APIVersion: "v1", Kind: "W", Name: "w", UID: "u", Namespace: "other"}, says: "another namespace"},
+		"an owner without a UID":                {owner: inventory.Owner{APIVersion: "v1", Kind: "W", Name: "w"}, says: "needs apiVersion, kind, name and UID"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			inv := inventory.Inventory{Namespace: "ops", Component: "c", Owner: &tc.owner}
+			err := inv.Validate()
+			switch {
+			case tc.says == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tc.says != "" && (!errors.Is(err, handoff.ErrInvalidFamily) || !strings.Contains(err.Error(), tc.says)):
+				t.Errorf("Validate() = %v, want ErrInvalidFamily saying %q", err, tc.says)
+			}
+		})
 	}
 }

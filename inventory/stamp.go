@@ -14,8 +14,10 @@ import (
 // with the writer stamp ([handoff.Guard.Stamp]) of the inventory set of
 // that generation that lists it, for [handoff.RolloutProbe] with Stamped:
 // a workload then counts as rolled out for the new inventory only once
-// this apply has reached it. family is the family as observed (for
-// instance with Family().ObserveAll over a List through Sets).
+// this apply has reached it. family is the family as observed: the
+// [handoff.Result.Family] of the Step that recorded the inventory (or
+// Family().ObserveAll over a List through Sets); generation is the name
+// given to [Inventory.Generation].
 //
 // Only the generation's current parts count: live, and not superseded. A
 // part that an update in place dropped (the generation shrank from 12
@@ -30,7 +32,7 @@ import (
 // (the Step that creates it comes first), and an object applied without it
 // could not be deleted later by a handoff that does not know of it.
 func Stamp(family []handoff.Set, generation string, objs []unstructured.Unstructured) error {
-	byRef := listers(family, generation)
+	byRef := listers(family, LabelValue(generation))
 	guards := map[int]handoff.Guard{}
 	at := make([]int, len(objs))
 	for i := range objs {
@@ -95,7 +97,7 @@ func partNumber(role string) (int, bool) {
 // appends it to the transformers of the manifest it applies. An object no
 // current part of generation lists fails the transform.
 func Stamper(family []handoff.Set, generation string) func(*unstructured.Unstructured) error {
-	byRef := listers(family, generation)
+	byRef := listers(family, LabelValue(generation))
 	guards := map[int]handoff.Guard{}
 	return func(u *unstructured.Unstructured) error {
 		ref := handoff.RefOf(u)

@@ -110,7 +110,6 @@ func (u *upgrade) steps(t *testing.T, gen string, objs []unstructured.Unstructur
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.exec.Build = g.Build
 	for i := 0; i < max; i++ {
 		res, err := u.exec.Step(context.Background(), g.Desired)
 		if err != nil {
@@ -174,7 +173,6 @@ func TestInPlaceUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.exec.Build = g2.Build
 	for i := 0; i < 3; i++ {
 		res, err := u.exec.Step(ctx, g2.Desired)
 		if err != nil {
@@ -350,7 +348,6 @@ func TestRetirementReportsWhatItLeft(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			u.exec.Build = g2.Build
 			if _, err := u.exec.Step(ctx, g2.Desired); err != nil {
 				t.Fatal(err)
 			}
@@ -416,7 +413,6 @@ func TestDryRunListsARetirementsDeletes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.exec.Build = g2.Build
 	if _, err := u.exec.Step(ctx, g2.Desired); err != nil { // records v2
 		t.Fatal(err)
 	}

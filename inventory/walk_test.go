@@ -260,7 +260,6 @@ func (w *walk) reconcile(ctx context.Context) (handoff.Result, error) {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	exec.Build = g.Build
 	res, err := exec.Step(ctx, g.Desired)
 	if err != nil {
 		return res, err

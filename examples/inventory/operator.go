@@ -92,20 +92,14 @@ func (o *operator) reconcile(ctx context.Context, namespace, name string) (reque
 	if err != nil {
 		return false, err
 	}
-	exec.Build = gen.Build
 	res, err := exec.Step(ctx, gen.Desired)
 	if err != nil {
 		return true, err
 	}
 	// 2. Apply in place, each object stamped for the inventory that lists
-	// it (the rollout counts once applied for it) and owned by the Widget.
-	fam := inv.Family()
-	list, err := inv.Sets(o.dyn).List(ctx, metav1.ListOptions{LabelSelector: fam.LabelSelector().String()})
-	if err != nil {
-		return true, err
-	}
-	family, _ := fam.ObserveAll(list.Items) // an unreadable inventory: Step says so
-	stamped, err := release.Transform(inventory.Stamper(family, version), ownedBy(cr))
+	// it (the rollout counts once applied for it; res.Family is the
+	// inventories as the Step left them) and owned by the Widget.
+	stamped, err := release.Transform(inventory.Stamper(res.Family, version), ownedBy(cr))
 	if err != nil {
 		return true, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kube-handoff/handoff"
 	"github.com/kube-handoff/handoff/handofftest"
+	"github.com/kube-handoff/handoff/handofftest/tektonfixture"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,8 +48,8 @@ func runCluster(ctx context.Context, out io.Writer, t target) (summary, error) {
 
 	w := handofftest.NewWorld("TektonPipeline")
 	roles := []string{"static", "deployment"}
-	v1 := w.Desire("v0.79.0", roles, forAPIServer(handofftest.Pipelines(namespace, "v0.79.0")))
-	v2 := w.Desire("v0.80.0", roles, forAPIServer(handofftest.Pipelines(namespace, "v0.80.0")))
+	v1 := w.Desire("v0.79.0", roles, forAPIServer(tektonfixture.Pipelines(namespace, "v0.79.0")))
+	v2 := w.Desire("v0.80.0", roles, forAPIServer(tektonfixture.Pipelines(namespace, "v0.80.0")))
 	if err := ensureSetCRD(ctx, dyn, out); err != nil {
 		return summary{}, err
 	}

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/kube-handoff/handoff/handofftest"
+	"github.com/kube-handoff/handoff/handofftest/tektonfixture"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -165,8 +166,8 @@ func newSummary(name string, w *handofftest.World) (s summary, oldKeys, newKeys 
 func run(ctx context.Context, out io.Writer, legacy bool) (summary, error) {
 	w := handofftest.NewWorld("TektonPipeline")
 	roles := []string{"static", "deployment"}
-	v1 := w.Desire("v0.79.0", roles, handofftest.Pipelines(namespace, "v0.79.0"))
-	v2 := w.Desire("v0.80.0", roles, handofftest.Pipelines(namespace, "v0.80.0"))
+	v1 := w.Desire("v0.79.0", roles, tektonfixture.Pipelines(namespace, "v0.79.0"))
+	v2 := w.Desire("v0.80.0", roles, tektonfixture.Pipelines(namespace, "v0.80.0"))
 	fmt.Fprintln(out, "# install v0.79.0")
 	w.Plans = out
 	if _, err := w.Converge(ctx, v1, 50); err != nil {

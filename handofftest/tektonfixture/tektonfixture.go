@@ -1,10 +1,15 @@
-package handofftest
+// Package tektonfixture holds fixtures shaped like tektoncd/operator's
+// components, for tests and demonstrations built on package handofftest:
+// the manifests of a pipelines-like component by role, and the kinds its
+// set controller installs without an ownerReference.
+package tektonfixture
 
 import (
 	"fmt"
-	"maps"
 
+	"github.com/kube-handoff/handoff/handofftest"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Pipelines returns the manifests of a component shaped like tektoncd
@@ -17,7 +22,7 @@ import (
 func Pipelines(namespace, generation string) map[string][]*unstructured.Unstructured {
 	lbls := map[string]string{"app.kubernetes.io/part-of": "tekton-pipelines", "app.kubernetes.io/version": generation}
 	obj := func(apiVersion, kind, ns, name string, body map[string]any) *unstructured.Unstructured {
-		return Object(apiVersion, kind, ns, name, lbls, body)
+		return handofftest.Object(apiVersion, kind, ns, name, lbls, body)
 	}
 	var static, workloads []*unstructured.Unstructured
 	add := func(list *[]*unstructured.Unstructured, u *unstructured.Unstructured) { *list = append(*list, u) }
@@ -61,18 +66,16 @@ func Pipelines(namespace, generation string) map[string][]*unstructured.Unstruct
 	return map[string][]*unstructured.Unstructured{"static": static, "deployment": workloads}
 }
 
-// Object builds a manifest: apiVersion and kind, the top-level fields of
-// body (spec, data, rules, …), name, namespace (empty for cluster-scoped
-// kinds) and a copy of labels.
-func Object(apiVersion, kind, namespace, name string, labels map[string]string, body map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind}}
-	for k, v := range body {
-		u.Object[k] = v
+// Unowned returns the kinds tektoncd/operator's TektonInstallerSet
+// reconciler installs without an ownerReference (its injectOwner
+// transformer): CustomResourceDefinitions, Namespaces and admission webhook
+// configurations. Set it as handofftest.SetController.Unowned to own resources the
+// way it does.
+func Unowned() []schema.GroupKind {
+	return []schema.GroupKind{
+		{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"},
+		{Kind: "Namespace"},
+		{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"},
+		{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"},
 	}
-	u.SetName(name)
-	if namespace != "" {
-		u.SetNamespace(namespace)
-	}
-	u.SetLabels(maps.Clone(labels))
-	return u
 }

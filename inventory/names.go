@@ -1,0 +1,77 @@
+package inventory
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	"github.com/kube-handoff/handoff"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Annotations that keep a name the labels could not hold as it was.
+const (
+	// ComponentNameAnnotation holds Inventory.Component on each
+	// ConfigMap when it is no label value (see [Inventory.Component]).
+	ComponentNameAnnotation = "handoff.kube-handoff.io/component-name"
+	// GenerationNameAnnotation holds the generation's name on each
+	// ConfigMap when it is no label value (see [Inventory.Generation]).
+	GenerationNameAnnotation = "handoff.kube-handoff.io/generation-name"
+)
+
+// keptChars is how much of a name a hashed form keeps: with "-" and 10 hex
+// digits it makes 63, the longest label value.
+const keptChars = 52
+
+// LabelValue returns the label value that stands for s in an inventory's
+// labels: s itself when it is a label value (at most 63 characters of
+// [-_.a-zA-Z0-9], beginning and ending with a letter or digit); otherwise
+// the first 52 of its characters that a label value may hold, the others
+// turned into "-", then "-" and 10 hex digits of the SHA-256 of s. Two
+// strings that differ anywhere get different values, and the same string
+// the same value every time, so an operator may name its components and
+// generations as it likes: "1.2.3+build.7" becomes
+// "1.2.3-build.7-" followed by its hash.
+func LabelValue(s string) string {
+	if len(validation.IsValidLabelValue(s)) == 0 {
+		return s
+	}
+	return hashed(s, s, func(r rune) bool {
+		return r == '-' || r == '_' || r == '.' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9'
+	})
+}
+
+// namePart returns what stands for the component in the names of its
+// ConfigMaps: the component itself when it makes valid names, and
+// otherwise a hashed form of lower-case letters, digits, "-" and ".".
+func namePart(component string) string {
+	longest := component + "-inventory-" + handoff.DroppedRolePrefix + "0123456789-0123456789"
+	if len(validation.IsDNS1123Subdomain(longest)) == 0 {
+		return component
+	}
+	return hashed(strings.ToLower(component), component, func(r rune) bool {
+		return r == '-' || r == '.' || 'a' <= r && r <= 'z' || '0' <= r && r <= '9'
+	})
+}
+
+// hashed keeps the first keptChars characters of s, those ok refuses
+// turned into "-", trims what cannot begin or end a name, and appends "-"
+// and 10 hex digits of the SHA-256 of orig, the name s was made from.
+func hashed(s, orig string, ok func(rune) bool) string {
+	sum := sha256.Sum256([]byte(orig))
+	h := hex.EncodeToString(sum[:5])
+	kept := []rune(strings.Map(func(r rune) rune {
+		if ok(r) {
+			return r
+		}
+		return '-'
+	}, s))
+	if len(kept) > keptChars {
+		kept = kept[:keptChars]
+	}
+	prefix := strings.Trim(string(kept), "-_.")
+	if prefix == "" {
+		return h
+	}
+	return prefix + "-" + h
+}
