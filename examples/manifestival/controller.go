@@ -32,8 +32,10 @@ import (
 //     superseded and the new generation lists the resource too), and asks
 //     [handoff.Guard.MayWrite] of the live object before updating it;
 //   - it applies a Bundle's resources with manifestival (Filter by the
-//     guard, Transform to set owners, Apply: a three-way merge that keeps
-//     what other controllers write), through [mfClient];
+//     guard, Transform to set owners and stamp, Apply: a three-way merge
+//     that keeps what other controllers write), through [mfClient] wrapped
+//     by the guard ([handoff.ManifestivalGuard]: its filter, stamp and
+//     client are the three asks above);
 //   - installed resources get a controller ownerReference to their Bundle,
 //     except the unowned kinds (CRDs, Namespaces, webhook configurations),
 //     and every one the Bundle's writer mark ([handoff.Guard.Stamp]), which
@@ -101,7 +103,7 @@ func (c *bundleController) reconcileBundle(ctx context.Context, s handoff.Set, f
 			return err
 		}
 	}
-	guard := handoff.NewGuard(s, family)
+	guard := handoff.ManifestivalGuard{Guard: handoff.NewGuard(s, family), ClusterScoped: c.exec.Family.ClusterScoped}
 	items, _, err := unstructured.NestedSlice(obj.Object, "spec", "resources")
 	if err != nil {
 		return err
@@ -116,16 +118,14 @@ func (c *bundleController) reconcileBundle(ctx context.Context, s handoff.Set, f
 	}
 	// Apply as a manifestival operator does (a three-way merge with the
 	// last-applied annotation, so other controllers' fields are kept),
-	// leaving alone what the guard refuses and owning the rest.
-	client := &mfClient{ctx: ctx, c: c, guard: guard, refused: map[handoff.Ref]bool{}}
-	m, err := mf.ManifestFrom(mf.Slice(objs), mf.UseClient(client))
+	// leaving alone what the guard refuses (a newer generation lists it,
+	// or a set this pass does not know wrote it last) and owning and
+	// stamping the rest.
+	m, err := mf.ManifestFrom(mf.Slice(objs), mf.UseClient(guard.Client(&mfClient{ctx: ctx, c: c})))
 	if err != nil {
 		return err
 	}
-	m, err = m.Filter(func(u *unstructured.Unstructured) bool {
-		ok, _ := guard.MayApply(handoff.RefOf(u))
-		return ok
-	}).Transform(c.own(s, guard))
+	m, err = m.Filter(guard.MayApply).Transform(c.own(s), guard.Stamp)
 	if err != nil {
 		return err
 	}
@@ -136,14 +136,13 @@ func (c *bundleController) reconcileBundle(ctx context.Context, s handoff.Set, f
 }
 
 // own gives every resource but the unowned kinds a controller
-// ownerReference to the Bundle, and every one the Bundle's writer mark.
-func (c *bundleController) own(s handoff.Set, guard handoff.Guard) mf.Transformer {
+// ownerReference to the Bundle.
+func (c *bundleController) own(s handoff.Set) mf.Transformer {
 	ref := c.exec.Family.OwnerReference(s)
 	return func(u *unstructured.Unstructured) error {
 		if !slices.Contains(c.unowned, u.GroupVersionKind().GroupKind()) {
 			u.SetOwnerReferences([]metav1.OwnerReference{ref})
 		}
-		guard.Stamp(u)
 		return nil
 	}
 }
@@ -200,16 +199,13 @@ func (c *bundleController) resource(r handoff.Ref) (dynamic.ResourceInterface, e
 }
 
 // mfClient is manifestival's Client over the controller's dynamic client,
-// for one reconcile of one Bundle. It also asks the Bundle's guard about
-// every live object manifestival reads ([handoff.Guard.MayWrite]) and
-// drops the update of one it refuses: the controller's view of the family
-// may be older than the cluster. manifestival updates the object it read,
-// resourceVersion included, so a write in between fails with a conflict.
+// for one reconcile of one Bundle (an operator would use
+// manifestival/client-go-client). The guard's Client wraps it.
+// manifestival updates the object it read, resourceVersion included, so a
+// write in between fails with a conflict.
 type mfClient struct {
-	ctx     context.Context
-	c       *bundleController
-	guard   handoff.Guard
-	refused map[handoff.Ref]bool
+	ctx context.Context
+	c   *bundleController
 }
 
 var _ mf.Client = (*mfClient)(nil)
@@ -224,9 +220,6 @@ func (m *mfClient) Create(u *unstructured.Unstructured, opts ...mf.ApplyOption) 
 }
 
 func (m *mfClient) Update(u *unstructured.Unstructured, opts ...mf.ApplyOption) error {
-	if m.refused[handoff.RefOf(u)] {
-		return nil
-	}
 	r, err := m.c.resource(handoff.RefOf(u))
 	if err != nil {
 		return err
@@ -253,10 +246,5 @@ func (m *mfClient) Get(u *unstructured.Unstructured) (*unstructured.Unstructured
 	if err != nil {
 		return nil, err
 	}
-	live, err := r.Get(m.ctx, u.GetName(), metav1.GetOptions{})
-	if err == nil {
-		ok, _ := m.guard.MayWrite(live)
-		m.refused[handoff.RefOf(live)] = !ok
-	}
-	return live, err
+	return r.Get(m.ctx, u.GetName(), metav1.GetOptions{})
 }

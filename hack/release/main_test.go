@@ -71,8 +71,13 @@ func TestReleaseIsWhatTheGoCommandDownloads(t *testing.T) {
 	if err := json.Unmarshal([]byte(sh(t, imp, env, "go", "mod", "download", "-json", "example.com/lib@v0.1.0")), &dl); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { exec.Command("go", "clean", "-modcache").Run() }) // the cache is read-only
-	t.Setenv("GOMODCACHE", modcache)
+	t.Cleanup(func() { // the module cache is read-only: the go command removes it
+		clean := exec.Command("go", "clean", "-modcache")
+		clean.Env = append(os.Environ(), "GOMODCACHE="+modcache)
+		if out, err := clean.CombinedOutput(); err != nil {
+			t.Errorf("go clean -modcache of the test's cache: %v\n%s", err, out)
+		}
+	})
 
 	if err := os.WriteFile(versions, []byte("v0.1.0 "+commit+" "+dl.Sum+" "+dl.GoModSum+"\n"), 0o644); err != nil {
 		t.Fatal(err)
