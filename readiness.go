@@ -24,6 +24,12 @@ type Readiness struct {
 	// Reason and Message are copied from the condition the probe read.
 	Reason  string
 	Message string
+	// Pending names, in the order the set lists them, the objects a
+	// probe that reads them ([ObjectProbe]) found not rolled out, missing
+	// or unreadable: what a NotReady or Unknown set waits for, as data
+	// (the Message names the first). Empty for a probe that reads the set
+	// alone, and when the set is Ready.
+	Pending []Ref
 }
 
 // String renders the readiness for a log line.

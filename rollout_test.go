@@ -28,6 +28,12 @@ func liveObject(t *testing.T, manifest string) *unstructured.Unstructured {
 	return u
 }
 
+// pendingOn is r waiting on refs (Readiness.Pending).
+func pendingOn(r handoff.Readiness, refs ...handoff.Ref) handoff.Readiness {
+	r.Pending = refs
+	return r
+}
+
 func rolloutNotReady(reason, msg string) handoff.Readiness {
 	return handoff.Readiness{State: handoff.NotReady, Reason: reason, Message: msg}
 }
@@ -1000,6 +1006,7 @@ status: {observedGeneration: 2, replicas: 3, readyReplicas: 3, updatedReplicas: 
 		want    handoff.Readiness
 		// calls are the refs live must be asked about, in order.
 		calls []handoff.Ref
+		probe handoff.RolloutProbe
 	}{
 		"all rolled out; ConfigMap and Service not read": {
 			resources: []handoff.Ref{cm, crd, svc, deploy("activator"), deploy("autoscaler")},
@@ -1030,8 +1037,8 @@ status: {observedGeneration: 2, replicas: 3, readyReplicas: 3, updatedReplicas: 
 				deploy("controller"): named(done, "controller"),
 			},
 			errs: map[handoff.Ref]error{job: notFound(job)},
-			want: rolloutNotReady(handoff.ReasonRolloutInProgress,
-				"Deployment knative-serving/autoscaler: 1 of 2 replicas updated (and 2 more)"),
+			want: pendingOn(rolloutNotReady(handoff.ReasonRolloutInProgress,
+				"Deployment knative-serving/autoscaler: 1 of 2 replicas updated (and 2 more)"), deploy("autoscaler"), sts, job),
 			calls: []handoff.Ref{deploy("activator"), deploy("autoscaler"), sts, deploy("controller"), job},
 		},
 		"listed order decides, not the kind": {
@@ -1040,33 +1047,41 @@ status: {observedGeneration: 2, replicas: 3, readyReplicas: 3, updatedReplicas: 
 				sts:                  stsRolling,
 				deploy("autoscaler"): named(rolling, "autoscaler"),
 			},
-			want:  rolloutNotReady(handoff.ReasonRolloutInProgress, "StatefulSet knative-serving/redis: 2 of 3 replicas updated (and 1 more)"),
+			want:  pendingOn(rolloutNotReady(handoff.ReasonRolloutInProgress, "StatefulSet knative-serving/redis: 2 of 3 replicas updated (and 1 more)"), sts, deploy("autoscaler")),
 			calls: []handoff.Ref{sts, deploy("autoscaler")},
+		},
+		"a skipped kind is neither read nor waited for": {
+			probe:     handoff.RolloutProbe{Skip: []schema.GroupKind{{Group: "batch", Kind: "Job"}}},
+			resources: []handoff.Ref{deploy("activator"), job},
+			objects:   map[handoff.Ref]string{deploy("activator"): named(done, "activator")},
+			errs:      map[handoff.Ref]error{job: notFound(job)},
+			want:      rolloutReady("1 workload rolled out"),
+			calls:     []handoff.Ref{deploy("activator")},
 		},
 		"missing object": {
 			resources: []handoff.Ref{deploy("activator"), deploy("webhook")},
 			objects:   map[handoff.Ref]string{deploy("activator"): named(done, "activator")},
 			errs:      map[handoff.Ref]error{deploy("webhook"): notFound(deploy("webhook"))},
-			want:      rolloutNotReady(handoff.ReasonRolloutMissing, "Deployment knative-serving/webhook: not created yet"),
+			want:      pendingOn(rolloutNotReady(handoff.ReasonRolloutMissing, "Deployment knative-serving/webhook: not created yet"), deploy("webhook")),
 			calls:     []handoff.Ref{deploy("activator"), deploy("webhook")},
 		},
 		"missing cluster-scoped object": {
 			resources: []handoff.Ref{crd},
 			errs:      map[handoff.Ref]error{crd: notFound(crd)},
-			want:      rolloutNotReady(handoff.ReasonRolloutMissing, "CustomResourceDefinition services.serving.knative.dev: not created yet"),
+			want:      pendingOn(rolloutNotReady(handoff.ReasonRolloutMissing, "CustomResourceDefinition services.serving.knative.dev: not created yet"), crd),
 			calls:     []handoff.Ref{crd},
 		},
 		"read error": {
 			resources: []handoff.Ref{deploy("activator")},
 			errs:      map[handoff.Ref]error{deploy("activator"): errors.New("connection refused")},
 			want: handoff.Readiness{State: handoff.Unknown, Reason: handoff.ReasonRolloutReadError,
-				Message: "Deployment knative-serving/activator: connection refused"},
+				Message: "Deployment knative-serving/activator: connection refused", Pending: []handoff.Ref{deploy("activator")}},
 			calls: []handoff.Ref{deploy("activator")},
 		},
 		"no object and no error": {
 			resources: []handoff.Ref{deploy("activator")},
 			want: handoff.Readiness{State: handoff.Unknown, Reason: handoff.ReasonRolloutReadError,
-				Message: "Deployment knative-serving/activator: read returned no object"},
+				Message: "Deployment knative-serving/activator: read returned no object", Pending: []handoff.Ref{deploy("activator")}},
 			calls: []handoff.Ref{deploy("activator")},
 		},
 	}
@@ -1088,7 +1103,7 @@ status: {observedGeneration: 2, replicas: 3, readyReplicas: 3, updatedReplicas: 
 				return nil, nil
 			}
 			set := handoff.Set{Name: "serving-core-v1-13", Resources: tc.resources}
-			got := handoff.RolloutProbe{}.ReadyFrom(set, live)
+			got := tc.probe.ReadyFrom(set, live)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("ReadyFrom (-want +got):\n%s", diff)
 			}
@@ -1125,7 +1140,7 @@ status:
 	if got := (handoff.RolloutProbe{}).ReadyFrom(v2, live); got.State != handoff.Ready {
 		t.Errorf("unstamped probe: %v, want Ready (status alone)", got)
 	}
-	want := rolloutNotReady(handoff.ReasonRolloutNotApplied, activator+": not applied for serving-inventory-part-0-bbbb yet (last written by set uid-v1)")
+	want := pendingOn(rolloutNotReady(handoff.ReasonRolloutNotApplied, activator+": not applied for serving-inventory-part-0-bbbb yet (last written by set uid-v1)"), ref)
 	if d := cmp.Diff(want, (handoff.RolloutProbe{Stamped: true}).ReadyFrom(v2, live)); d != "" {
 		t.Errorf("v2 before its apply (-want +got):\n%s", d)
 	}
@@ -1133,7 +1148,7 @@ status:
 		t.Errorf("v1, which wrote it: %v, want Ready", got)
 	}
 	dep.SetAnnotations(nil)
-	want = rolloutNotReady(handoff.ReasonRolloutNotApplied, activator+": not applied for serving-inventory-part-0-bbbb yet (last written by nobody)")
+	want = pendingOn(rolloutNotReady(handoff.ReasonRolloutNotApplied, activator+": not applied for serving-inventory-part-0-bbbb yet (last written by nobody)"), ref)
 	if d := cmp.Diff(want, (handoff.RolloutProbe{Stamped: true}).ReadyFrom(v2, live)); d != "" {
 		t.Errorf("no stamp (-want +got):\n%s", d)
 	}

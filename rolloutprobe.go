@@ -2,9 +2,11 @@ package handoff
 
 import (
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // RolloutProbe is the [ObjectProbe] of a set kind with no controller of
@@ -22,13 +24,21 @@ import (
 // rollout.
 type RolloutProbe struct {
 	Stamped bool
+	// Skip names kinds of RolloutKinds that do not gate readiness: their
+	// objects are neither read nor waited for (an operator whose Jobs run
+	// after the workloads they need, may fail and be retried, and are
+	// deleted by their TTL, gives batch Job here).
+	Skip []schema.GroupKind
 }
 
 var _ ObjectProbe = RolloutProbe{}
 
 // Reads implements [ObjectProbe]: it selects the resources of
-// [RolloutKinds].
-func (RolloutProbe) Reads(ref Ref) bool { return hasRollout(ref.GroupKind()) }
+// [RolloutKinds] but those of the kinds in Skip.
+func (p RolloutProbe) Reads(ref Ref) bool {
+	gk := ref.GroupKind()
+	return hasRollout(gk) && !slices.Contains(p.Skip, gk)
+}
 
 // Ready implements [Probe]. The set object does not say whether what it
 // lists is rolled out, so Ready is NotReady with [ReasonRolloutUnread]:
@@ -48,10 +58,12 @@ func (RolloutProbe) Ready(set *unstructured.Unstructured) Readiness {
 // [ReasonRolloutReadError], an object what [Rollout] says of it. It
 // returns the first answer that is not Ready, so the reason and message
 // name the first listed object not rolled out, with " (and N more)" added
-// to the message when N others are not either. When all are Ready it is
-// Ready with [ReasonRolledOut] and a count, "12 workloads rolled out".
+// to the message when N others are not either; Pending names them all.
+// When all are Ready it is Ready with [ReasonRolledOut] and a count, "12
+// workloads rolled out".
 func (p RolloutProbe) ReadyFrom(set Set, live func(Ref) (*unstructured.Unstructured, error)) Readiness {
 	var first *Readiness
+	var pending []Ref
 	read, more := 0, 0
 	for _, ref := range set.Resources {
 		if !p.Reads(ref) {
@@ -62,6 +74,7 @@ func (p RolloutProbe) ReadyFrom(set Set, live func(Ref) (*unstructured.Unstructu
 		if r.State == Ready {
 			continue
 		}
+		pending = append(pending, ref)
 		if first == nil {
 			first = &r
 		} else {
@@ -72,6 +85,7 @@ func (p RolloutProbe) ReadyFrom(set Set, live func(Ref) (*unstructured.Unstructu
 		return Readiness{State: Ready, Reason: ReasonRolledOut, Message: plural(int64(read), "workload", "workloads") + " rolled out"}
 	}
 	out := *first
+	out.Pending = pending
 	if more > 0 {
 		out.Message += fmt.Sprintf(" (and %d more)", more)
 	}
