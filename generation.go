@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -435,4 +436,26 @@ type Role struct {
 	// Hash is the content hash; a set of this role with another hash is
 	// updated in place. Empty means the content is not compared.
 	Hash string
+}
+
+// NewRole describes one role of a desired generation from the objects its
+// set will list, as the operator applies them: their identities as
+// Resources and, as Hash, the first 16 hex digits of the SHA-256 of the
+// objects as JSON in the order given, so that a change of any of them is
+// an update in place of the role's set, and the same objects make the
+// same hash in every process. after names the roles whose sets must be
+// Ready first. It fails, naming the object, on one that JSON cannot
+// encode.
+func NewRole(name string, objs []unstructured.Unstructured, after ...string) (Role, error) {
+	r := Role{Name: name, After: slices.Clone(after), Resources: make([]Ref, len(objs))}
+	h := sha256.New()
+	enc := json.NewEncoder(h)
+	for i := range objs {
+		r.Resources[i] = RefOf(&objs[i])
+		if err := enc.Encode(objs[i].Object); err != nil {
+			return Role{}, fmt.Errorf("role %s: %s: %w", name, r.Resources[i], err)
+		}
+	}
+	r.Hash = hex.EncodeToString(h.Sum(nil))[:16]
+	return r, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/kube-handoff/handoff"
 	"github.com/kube-handoff/handoff/handofftest"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -185,5 +186,51 @@ func TestFamilyValidateLabels(t *testing.T) {
 				t.Errorf("Step() = %v, want ErrInvalidFamily", err)
 			}
 		})
+	}
+}
+
+// NewRole lists the objects' identities, and its hash changes with any
+// object's content and with their order, and with nothing else.
+func TestNewRole(t *testing.T) {
+	cm := func(name, value string) unstructured.Unstructured {
+		u := unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"k": value}}}
+		u.SetName(name)
+		u.SetNamespace("ns")
+		return u
+	}
+	a, b := cm("a", "1"), cm("b", "1")
+	r, err := handoff.NewRole("static", []unstructured.Unstructured{a, b}, "crds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := handoff.Role{Name: "static", After: []string{"crds"}, Resources: []handoff.Ref{
+		{Kind: "ConfigMap", Namespace: "ns", Name: "a"}, {Kind: "ConfigMap", Namespace: "ns", Name: "b"}}}
+	if d := cmp.Diff(want, r, cmpopts.IgnoreFields(handoff.Role{}, "Hash")); d != "" {
+		t.Errorf("NewRole (-want +got):\n%s", d)
+	}
+	if len(r.Hash) != 16 {
+		t.Errorf("Hash %q, want 16 hex digits", r.Hash)
+	}
+	hash := func(objs ...unstructured.Unstructured) string {
+		t.Helper()
+		r, err := handoff.NewRole("static", objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Hash
+	}
+	if got := hash(cm("a", "1"), cm("b", "1")); got != r.Hash {
+		t.Errorf("the same objects again: hash %s, want %s", got, r.Hash)
+	}
+	if got := hash(a, cm("b", "2")); got == r.Hash {
+		t.Errorf("another value in b: the same hash %s", got)
+	}
+	if got := hash(b, a); got == r.Hash {
+		t.Errorf("another order: the same hash %s", got)
+	}
+	bad := cm("c", "1")
+	bad.Object["data"] = map[string]any{"k": func() {}}
+	if _, err := handoff.NewRole("static", []unstructured.Unstructured{a, bad}); err == nil || !strings.Contains(err.Error(), "ns/c") {
+		t.Errorf("an object JSON cannot encode: %v, want an error naming it", err)
 	}
 }

@@ -24,17 +24,21 @@
 //     readiness is an "Installed" condition, so the family says so with
 //     Family.Resources and Family.Probe. See [family].
 //  2. The desired generation: its roles in dependency order, each with the
-//     identities of its resources and a content hash. Here there are three
-//     roles, split from one manifest with manifestival filters: crds,
-//     config (after crds) and workloads (after config). See [desired].
+//     identities of its resources and a content hash ([handoff.NewRole]).
+//     Here there are three roles, split from one manifest with manifestival
+//     filters: crds, config (after crds) and workloads (after config). See
+//     [desired].
 //  3. A [handoff.BuildFunc] that makes the set of one role (the executor
-//     names it and adds the family's labels). See [build].
+//     names it and adds the family's labels), given with the generation
+//     (Desired.Build), so one executor serves every generation. See
+//     [generation.build].
 //  4. The component reconciler calls [handoff.Executor.Step] once per
 //     reconcile and requeues while Result.Requeue is true.
 //  5. The set controller (see [bundleController]) keeps the contract: a
 //     finalizer on every set that calls [handoff.Executor.Finalize] instead
-//     of deleting every listed resource; [handoff.Guard.MayApply] asked
-//     before every write, and a resource left alone when it says no; a
+//     of deleting every listed resource; the guard asked before every
+//     write ([handoff.ManifestivalGuard]), and a resource left alone when
+//     it says no; a
 //     controller ownerReference ([handoff.Family.OwnerReference]) on the
 //     resources it installs, except CRDs, Namespaces and admission webhook
 //     configurations; and a Ready (here: Installed) condition written
@@ -44,10 +48,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"embed"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -153,45 +154,38 @@ type generation struct {
 	roles   map[string]mf.Manifest
 }
 
-// desired loads a version and describes it as a desired generation.
+// desired loads a version and describes it as a desired generation,
+// which builds its own Bundles.
 func desired(version string) (generation, error) {
 	m, err := load(version)
 	if err != nil {
 		return generation{}, err
 	}
 	g := generation{desired: &handoff.Desired{Generation: version}, roles: split(m)}
+	g.desired.Build = g.build
 	after := map[string][]string{roleConfig: {roleCRDs}, roleWorkloads: {roleConfig}}
 	for _, name := range []string{roleCRDs, roleConfig, roleWorkloads} {
-		res := g.roles[name].Resources()
-		data, err := json.Marshal(res)
+		role, err := handoff.NewRole(name, g.roles[name].Resources(), after[name]...)
 		if err != nil {
 			return generation{}, err
-		}
-		sum := sha256.Sum256(data)
-		role := handoff.Role{Name: name, After: after[name], Hash: hex.EncodeToString(sum[:8])}
-		for i := range res {
-			role.Resources = append(role.Resources, handoff.RefOf(&res[i]))
 		}
 		g.desired.Roles = append(g.desired.Roles, role)
 	}
 	return g, nil
 }
 
-// build is the executor's BuildFunc: the Bundle of one role lists the
+// build is the generation's BuildFunc: the Bundle of one role lists the
 // role's resources under spec.resources.
-func build(gens map[string]generation) handoff.BuildFunc {
-	return func(_ context.Context, d handoff.Desired, r handoff.Role) (*unstructured.Unstructured, error) {
-		g, ok := gens[d.Generation]
-		if !ok {
-			return nil, fmt.Errorf("no manifests for generation %s", d.Generation)
-		}
-		res := g.roles[r.Name].Resources()
-		items := make([]any, 0, len(res))
-		for i := range res {
-			items = append(items, res[i].DeepCopy().Object)
-		}
-		return &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"resources": items}}}, nil
+func (g generation) build(_ context.Context, d handoff.Desired, r handoff.Role) (*unstructured.Unstructured, error) {
+	if d.Generation != g.desired.Generation {
+		return nil, fmt.Errorf("no manifests for generation %s", d.Generation)
 	}
+	res := g.roles[r.Name].Resources()
+	items := make([]any, 0, len(res))
+	for i := range res {
+		items = append(items, res[i].DeepCopy().Object)
+	}
+	return &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"resources": items}}}, nil
 }
 
 // demo is the guestbook operator running on a fake cluster.
@@ -223,7 +217,7 @@ func newDemo(plans io.Writer, versions ...string) (*demo, error) {
 	prune := handoff.DefaultPruneOptions()
 	d.exec = &handoff.Executor{
 		Family: d.family, Dynamic: c.ClientFor("operator"), Mapper: c.Mapper(),
-		Build: build(d.gens), Prune: prune,
+		Prune:     prune,
 		RoleOrder: []string{roleCRDs, roleConfig, roleWorkloads},
 	}
 	finalizing := *d.exec
