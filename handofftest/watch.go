@@ -56,7 +56,8 @@ type watcher struct {
 // watchStart is a watch registered with the cluster and the events it
 // sends before following writes.
 type watchStart struct {
-	w       *watcher
+	w       *watcher // nil for a watch that ends after its initial events
+
 	initial []watch.Event
 	timeout time.Duration
 }
@@ -75,7 +76,9 @@ func (w *watcher) covers(key Key) bool {
 // starts one: from resourceVersion "" or "0", or with sendInitialEvents,
 // it first sends an ADDED event for each object there is (then, with
 // sendInitialEvents, a bookmark marked as their end); from any other
-// resourceVersion it replays the writes after it. It runs with c.mu held.
+// resourceVersion it replays the writes after it, or, if more than the
+// history's writes have followed it, sends one ERROR event, 410 Expired.
+// It runs with c.mu held.
 func (c *Cluster) startWatch(gvr schema.GroupVersionResource, ns string, opts metav1.ListOptions) (*watchStart, error) {
 	k, err := c.resolve(gvr, ns, true)
 	if err != nil {
@@ -116,7 +119,13 @@ func (c *Cluster) startWatch(gvr schema.GroupVersionResource, ns string, opts me
 		}
 		w.pos = sort.Search(len(c.writes), func(i int) bool { return writeRV(c.writes[i]) > rv })
 		if behind := len(c.writes) - w.pos; behind > c.history {
-			return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, writeRV(c.writes[len(c.writes)-c.history])-1))
+			// As the API server's watch cache answers it: a watch whose one
+			// event is the error, so that clients see 410 Expired whatever
+			// the transport (client-go's Watch keeps only the HTTP code of a
+			// refused request, not its Status).
+			gone := apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, writeRV(c.writes[len(c.writes)-c.history])-1)).ErrStatus
+			gone.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+			return &watchStart{initial: []watch.Event{{Type: watch.Error, Object: &gone}}}, nil
 		}
 	}
 	if c.watchers == nil {
@@ -154,7 +163,7 @@ func (c *Cluster) notifyWatchers() {
 	}
 }
 
-// unwatch forgets a watch.
+// unwatch forgets a watch; w may be nil.
 func (c *Cluster) unwatch(w *watcher) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -244,7 +253,7 @@ func (c *Cluster) run(ctx context.Context, start *watchStart) watch.Interface {
 			}
 			return true
 		}
-		if !send(start.initial) {
+		if !send(start.initial) || start.w == nil {
 			return
 		}
 		for {
