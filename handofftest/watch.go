@@ -56,8 +56,7 @@ type watcher struct {
 // watchStart is a watch registered with the cluster and the events it
 // sends before following writes.
 type watchStart struct {
-	w *watcher // nil for a watch that ends after its initial events
-
+	w       *watcher // nil for a watch that ends after its initial events
 	initial []watch.Event
 	timeout time.Duration
 }
