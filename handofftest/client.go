@@ -178,13 +178,26 @@ func parseable(opts metav1.ListOptions) metav1.ListOptions {
 	return opts
 }
 
-// Watch is not supported: it fails with MethodNotSupported.
+// Watch watches the resource as the API server does (see the package
+// doc): it is one call of verb watch, subject to the actor's faults when
+// it starts; its events follow every later write until ctx is done, the
+// returned watch is stopped or opts.TimeoutSeconds pass.
 func (r *resource) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	call := r.call("watch", "", nil)
 	action := k8stesting.NewWatchAction(r.gvr, r.ns, parseable(opts))
-	return serve(ctx, r.c, call, action, func(event) (watch.Interface, error) {
-		return nil, apierrors.NewMethodNotSupported(r.gvr.GroupResource(), "watch")
+	var started *watchStart
+	start, err := serve(ctx, r.c, call, action, func(event) (*watchStart, error) {
+		s, err := r.c.startWatch(r.gvr, r.ns, opts)
+		started = s
+		return s, err
 	})
+	if err != nil {
+		if started != nil { // an injected fault after the watch started
+			r.c.unwatch(started.w)
+		}
+		return nil, err
+	}
+	return r.c.run(ctx, start), nil
 }
 
 func (r *resource) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*unstructured.Unstructured, error) {

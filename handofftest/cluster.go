@@ -157,6 +157,9 @@ type Cluster struct {
 	actions   []Action
 	calls     map[CallKey]int
 	faults    []installedFault
+
+	watchers map[*watcher]struct{} // open watches (watch.go)
+	history  int                   // WithWatchHistory
 }
 
 // NewCluster returns an empty cluster that serves these built-in kinds,
@@ -191,6 +194,7 @@ func NewCluster(opts ...Option) *Cluster {
 		autoGC:    true,
 		timelines: map[Key][]Interval{},
 		calls:     map[CallKey]int{},
+		history:   DefaultWatchHistory,
 	}
 	for _, k := range builtinKinds {
 		c.Register(k.gvr, k.kind, k.namespaced)

@@ -2,6 +2,7 @@ package handofftest
 
 import (
 	"context"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,6 +79,12 @@ func (m metadataResource) List(ctx context.Context, opts metav1.ListOptions) (*m
 	if err != nil {
 		return nil, err
 	}
+	return partialListOf(list)
+}
+
+// partialListOf returns the metadata of a list's items, as the API server
+// answers a client that asks for PartialObjectMetadataList.
+func partialListOf(list *unstructured.UnstructuredList) (*metav1.PartialObjectMetadataList, error) {
 	out := &metav1.PartialObjectMetadataList{
 		TypeMeta: metav1.TypeMeta{APIVersion: "meta.k8s.io/v1", Kind: "PartialObjectMetadataList"},
 		ListMeta: metav1.ListMeta{ResourceVersion: list.GetResourceVersion(), Continue: list.GetContinue()},
@@ -109,7 +116,63 @@ func (m metadataResource) DeleteCollection(ctx context.Context, opts metav1.Dele
 	return m.ri.DeleteCollection(ctx, opts, listOpts)
 }
 
-// Watch is not supported: it fails with MethodNotSupported.
+// Watch watches the resource through the dynamic client, each event's
+// object cut to its metadata.
 func (m metadataResource) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	return m.ri.Watch(ctx, opts)
+	w, err := m.ri.Watch(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return convertWatch(w, partialEvent), nil
 }
+
+// partialEvent cuts the object of a watch event to its metadata; an ERROR
+// event's Status stays as it is.
+func partialEvent(ev watch.Event) watch.Event {
+	if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+		p, err := partialOf(u)
+		if err != nil {
+			status := apierrors.NewInternalError(err).ErrStatus
+			return watch.Event{Type: watch.Error, Object: &status}
+		}
+		ev.Object = p
+	}
+	return ev
+}
+
+// convertedWatch passes on the events of a watch through a function. Unlike
+// watch.Filter's, its goroutine ends on Stop even while nobody reads.
+type convertedWatch struct {
+	in   watch.Interface
+	out  chan watch.Event
+	stop chan struct{}
+	once sync.Once
+}
+
+func convertWatch(in watch.Interface, f func(watch.Event) watch.Event) watch.Interface {
+	cw := &convertedWatch{in: in, out: make(chan watch.Event), stop: make(chan struct{})}
+	go func() {
+		defer close(cw.out)
+		defer in.Stop()
+		for {
+			select {
+			case ev, ok := <-in.ResultChan():
+				if !ok {
+					return
+				}
+				select {
+				case cw.out <- f(ev):
+				case <-cw.stop:
+					return
+				}
+			case <-cw.stop:
+				return
+			}
+		}
+	}()
+	return cw
+}
+
+func (cw *convertedWatch) ResultChan() <-chan watch.Event { return cw.out }
+
+func (cw *convertedWatch) Stop() { cw.once.Do(func() { close(cw.stop) }) }

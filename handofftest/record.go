@@ -234,4 +234,5 @@ func (c *Cluster) record(ev event, effect Effect, obj *unstructured.Unstructured
 		Effect:          effect,
 		Object:          obj.DeepCopy(),
 	})
+	c.notifyWatchers()
 }

@@ -314,6 +314,13 @@ func (c *Cluster) patch(ev event, gvr schema.GroupVersionResource, ns, name stri
 	if err := subresourceError(gr, name, sub, true); err != nil {
 		return nil, err
 	}
+	if pt != types.JSONPatchType && pt != types.MergePatchType {
+		// Checked before the object is looked up, as the API server checks
+		// the request's content type first: a server-side apply of an object
+		// that does not exist is refused the same way.
+		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", gr, name,
+			fmt.Sprintf("handofftest: patch type %q is not supported (use json or merge patch)", pt), 0, false)
+	}
 	key := k.key(ns, name)
 	old, ok := c.objects[key]
 	if !ok {
@@ -333,13 +340,10 @@ func (c *Cluster) patch(ev event, gvr schema.GroupVersionResource, ns, name stri
 		if out, err = p.Apply(orig); err != nil {
 			return nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "patch", gr, name, err.Error(), 0, false)
 		}
-	case types.MergePatchType:
+	default: // types.MergePatchType, the only other one let through above
 		if out, err = jsonpatch.MergePatch(orig, data); err != nil {
 			return nil, apierrors.NewBadRequest(err.Error())
 		}
-	default:
-		return nil, apierrors.NewGenericServerResponse(http.StatusUnsupportedMediaType, "patch", gr, name,
-			fmt.Sprintf("handofftest: patch type %q is not supported (use json or merge patch)", pt), 0, false)
 	}
 	patched, err := decode(out)
 	if err != nil {

@@ -32,18 +32,9 @@ func (c *Cluster) get(gvr schema.GroupVersionResource, ns, name string, sub []st
 // selected returns the keys of the objects of kind k in ns (all
 // namespaces when empty) that match the list options, sorted.
 func (c *Cluster) selected(k kindInfo, ns string, opts metav1.ListOptions) ([]Key, error) {
-	ls, err := labels.Parse(opts.LabelSelector)
+	ls, fs, err := listSelectors(opts)
 	if err != nil {
-		return nil, apierrors.NewBadRequest(err.Error())
-	}
-	fs, err := fields.ParseSelector(opts.FieldSelector)
-	if err != nil {
-		return nil, apierrors.NewBadRequest(err.Error())
-	}
-	for _, r := range fs.Requirements() {
-		if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
-			return nil, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", r.Field))
-		}
+		return nil, err
 	}
 	var keys []Key
 	for _, key := range c.sortedKeys() {
@@ -60,6 +51,25 @@ func (c *Cluster) selected(k kindInfo, ns string, opts metav1.ListOptions) ([]Ke
 		keys = append(keys, key)
 	}
 	return keys, nil
+}
+
+// listSelectors parses the selectors of a list or watch; the field
+// selector may name metadata.name and metadata.namespace.
+func listSelectors(opts metav1.ListOptions) (labels.Selector, fields.Selector, error) {
+	ls, err := labels.Parse(opts.LabelSelector)
+	if err != nil {
+		return nil, nil, apierrors.NewBadRequest(err.Error())
+	}
+	fs, err := fields.ParseSelector(opts.FieldSelector)
+	if err != nil {
+		return nil, nil, apierrors.NewBadRequest(err.Error())
+	}
+	for _, r := range fs.Requirements() {
+		if r.Field != "metadata.name" && r.Field != "metadata.namespace" {
+			return nil, nil, apierrors.NewBadRequest(fmt.Sprintf("field label not supported: %s", r.Field))
+		}
+	}
+	return ls, fs, nil
 }
 
 func (c *Cluster) list(gvr schema.GroupVersionResource, ns string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {

@@ -589,7 +589,6 @@ func TestUnsupported(t *testing.T) {
 	c := newCluster(t)
 	ri := c.Dynamic().Resource(cmGVR).Namespace("ns")
 	tests := map[string]func() error{
-		"watch": func() error { _, err := ri.Watch(context.Background(), metav1.ListOptions{}); return err },
 		"apply": func() error {
 			_, err := ri.Apply(context.Background(), "a", configMap("ns", "a"), metav1.ApplyOptions{FieldManager: "m"})
 			return err
