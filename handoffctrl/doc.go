@@ -21,14 +21,18 @@
 //	inv := inventory.Inventory{Namespace: obj.Namespace, Component: "widget-" + obj.Name}
 //	exec := inv.Executor(dyn, mapper, obj.UID)
 //	if !obj.DeletionTimestamp.IsZero() {
-//		res, err := exec.Step(ctx, nil) // until !res.Requeue, then drop the finalizer
-//		...
+//		if res, err := exec.Step(ctx, nil); err != nil || res.Requeue {
+//			return handoffctrl.Result(res, err)
+//		}
+//		// settled: drop the finalizer
 //	}
 //	gen, err := inv.Generation(version, manifests)
 //	exec.Build = gen.Build
 //	res, err := exec.Step(ctx, gen.Desired)
-//	// stamp and apply the release (inventory.Stamper), then
-//	return handoffctrl.Requeue{}.Result(res, err)
+//	if err == nil {
+//		// stamp the release (inventory.Stamp) and apply it
+//	}
+//	return handoffctrl.Requeue{After: 30 * time.Second}.Result(res, err)
 //
 // and, to reconcile the component object when one of its inventories
 // changes:
@@ -36,7 +40,7 @@
 //	ctrl.NewControllerManagedBy(mgr).For(&Widget{}).
 //		Watches(&corev1.ConfigMap{},
 //			handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &Widget{}),
-//			builder.WithPredicates(handoffctrl.IsInventory)).
+//			builder.WithPredicates(predicate.NewPredicateFuncs(handoffctrl.IsInventory))).
 //		Complete(r)
 //
 // The directory example holds a whole operator of this shape, run by a
