@@ -56,8 +56,23 @@
 // good, or until the test lets them go) and Passes makes a rollout take
 // several passes, showing it under way first.
 //
-// A Cluster is safe for concurrent use. Watches, server-side apply,
-// strategic merge patch and dry runs are not supported.
+// Watches follow the cluster's log of writes ([Cluster.Writes]): every
+// change of the store, garbage collection and [Cluster.Add] included, is
+// an ADDED, MODIFIED or DELETED event at the resourceVersion the write
+// made, the one a later list reports. A watch starts from a
+// resourceVersion (the writes after it are replayed; more than
+// [WithWatchHistory] writes back, its one event is a 410 Expired ERROR, so
+// a reflector lists again), from now with the objects there are, or with
+// sendInitialEvents, as client-go's watch-list informers ask.
+//
+// [Cluster.Serve] serves the cluster over HTTP on a loopback address, so
+// controller-runtime managers, client-go clientsets, informers and
+// discovery point at it through [Server.Config]. Each request is a call of
+// the server's actor, recorded and subject to its faults as calls through
+// [Cluster.ClientFor] are; a watch is one call of verb watch.
+//
+// A Cluster is safe for concurrent use. Server-side apply, strategic
+// merge patch and dry runs are not supported.
 //
 // On top of the cluster: [World] holds one family of sets, the library's
 // executor and a [SetController] that keeps the set-controller contract

@@ -45,8 +45,10 @@ type Server struct {
 // faults exactly as a call through [Cluster.ClientFor](actor) is. Its
 // verb is the API verb of the request (get, list, watch, create, update,
 // patch, delete, deletecollection); a request that asks for
-// PartialObjectMetadata is a call with Metadata set, as one through
-// [Cluster.MetadataFor] is. A watch is one watch call when it starts,
+// PartialObjectMetadata (Accept as=PartialObjectMetadata or
+// as=PartialObjectMetadataList) is a call with Metadata set, as one
+// through [Cluster.MetadataFor] is (a metadata client's deletes ask for
+// nothing that tells them apart, so they are plain calls). A watch is one watch call when it starts,
 // whatever it streams after. Discovery (/api, /apis, …), /version and
 // /healthz are not calls, nor are requests refused before they reach the
 // cluster: a path the API does not have (404), a body that is not JSON
@@ -70,7 +72,8 @@ type Server struct {
 //     newline-delimited JSON events, from a resourceVersion or with the
 //     initial events (sendInitialEvents, as client-go's watch-list
 //     informers ask), ending with timeoutSeconds, the client going away
-//     or [Server.Close];
+//     or [Server.Close]; the one BOOKMARK sent is the one that ends the
+//     initial events (allowWatchBookmarks asks for no others);
 //   - strategic merge patch and server-side apply with 415
 //     UnsupportedMediaType, dryRun with 400 BadRequest, as the cluster
 //     refuses them; Accept as=Table with 406 NotAcceptable;

@@ -57,7 +57,6 @@ type watcher struct {
 // sends before following writes.
 type watchStart struct {
 	w       *watcher // nil for a watch that ends after its initial events
-
 	initial []watch.Event
 	timeout time.Duration
 }

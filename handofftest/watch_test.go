@@ -177,41 +177,46 @@ func TestServeWatch(t *testing.T) {
 		},
 	}
 	for name, tt := range tests {
-		t.Run(name, func(t *testing.T) {
-			c := newCluster(t)
-			in := c.ClientFor("writer").Resource(cmGVR).Namespace("ns")
-			a := create(t, in, configMap("ns", "a"))
-			a.SetLabels(map[string]string{"app": "x"})
-			if _, err := in.Update(ctx, a, metav1.UpdateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			create(t, in, configMap("ns", "b"))
-			ri := httpDynamic(t, startServer(t, c, "watcher")).Resource(cmGVR).Namespace("ns")
-			opts := tt.opts
-			if opts.ResourceVersion == "" {
-				list, err := ri.List(ctx, metav1.ListOptions{})
+		for _, via := range []string{"over HTTP", "in process"} {
+			t.Run(name+", "+via, func(t *testing.T) {
+				c := newCluster(t)
+				in := c.ClientFor("writer").Resource(cmGVR).Namespace("ns")
+				a := create(t, in, configMap("ns", "a"))
+				a.SetLabels(map[string]string{"app": "x"})
+				if _, err := in.Update(ctx, a, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				create(t, in, configMap("ns", "b"))
+				ri := c.ClientFor("watcher").Resource(cmGVR).Namespace("ns")
+				if via == "over HTTP" {
+					ri = httpDynamic(t, startServer(t, c, "watcher")).Resource(cmGVR).Namespace("ns")
+				}
+				opts := tt.opts
+				if opts.ResourceVersion == "" {
+					list, err := ri.List(ctx, metav1.ListOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					opts.ResourceVersion = list.GetResourceVersion()
+				}
+				w, err := ri.Watch(ctx, opts)
 				if err != nil {
 					t.Fatal(err)
 				}
-				opts.ResourceVersion = list.GetResourceVersion()
-			}
-			w, err := ri.Watch(ctx, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Stop()
-			if err := tt.writes(c, in); err != nil {
-				t.Fatal(err)
-			}
-			evs := events(t, w, len(tt.want))
-			if diff := cmp.Diff(tt.want, summary(t, evs)); diff != "" {
-				t.Errorf("events (-want +got):\n%s", diff)
-			}
-			last, _ := meta.Accessor(evs[len(evs)-1].Object)
-			if got, want := last.GetResourceVersion(), fmt.Sprint(len(c.Writes())); got != want {
-				t.Errorf("the last event's resourceVersion = %s, want the cluster's, %s", got, want)
-			}
-		})
+				defer w.Stop()
+				if err := tt.writes(c, in); err != nil {
+					t.Fatal(err)
+				}
+				evs := events(t, w, len(tt.want))
+				if diff := cmp.Diff(tt.want, summary(t, evs)); diff != "" {
+					t.Errorf("events (-want +got):\n%s", diff)
+				}
+				last, _ := meta.Accessor(evs[len(evs)-1].Object)
+				if got, want := last.GetResourceVersion(), fmt.Sprint(len(c.Writes())); got != want {
+					t.Errorf("the last event's resourceVersion = %s, want the cluster's, %s", got, want)
+				}
+			})
+		}
 	}
 }
 
