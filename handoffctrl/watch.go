@@ -20,8 +20,8 @@ import (
 // ownerReferences of the component's kind, which is why this package has
 // no handler of its own. Two limits hold for that mapping: it maps
 // nothing for an inventory without an ownerReference to the component
-// object (package inventory writes none today; see
-// [inventory.Inventory]), and it names the owner in the inventory's own
+// object (package inventory writes one with [inventory.Inventory.Owner],
+// on an inventory recorded before at its next update), and it names the owner in the inventory's own
 // namespace, as the API server does for a namespaced owner, so the
 // inventories of a namespaced component object must be in its namespace
 // ([inventory.Inventory.Namespace]). A cluster-scoped component object may

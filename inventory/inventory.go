@@ -66,7 +66,8 @@ type Inventory struct {
 	// sets only within one namespace (the executor lists other families'
 	// sets to delete nothing they still list), so the components of one
 	// operator keep their inventories in one namespace, such as the
-	// operator's own.
+	// operator's own; with a namespaced [Inventory.Owner], that is the
+	// owner's namespace.
 	Namespace string
 	// Component names the component, such as "knative-serving": the value
 	// of [ComponentLabel] and the start of the ConfigMaps' names,

@@ -97,9 +97,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, w); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	// One inventory per Widget, in its namespace; what the Widget owns,
-	// or nobody, is the inventory's to delete.
-	inv := inventory.Inventory{Namespace: w.GetNamespace(), Component: "widget-" + w.GetName()}
+	// One inventory per Widget, in its namespace and owned by it (so the
+	// watch above maps an inventory back to it); what the Widget owns, or
+	// nobody, is the inventory's to delete.
+	inv := inventory.Inventory{Namespace: w.GetNamespace(), Component: "widget-" + w.GetName(), Owner: inventory.OwnerOf(w)}
 	exec := inv.Executor(r.Dynamic, r.Mapper, w.GetUID())
 
 	if !w.GetDeletionTimestamp().IsZero() {
@@ -129,19 +130,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	exec.Build = gen.Build
 	res, err := exec.Step(ctx, gen.Desired)
 	if err != nil {
 		return r.Requeue.Result(res, err)
 	}
 	// Apply in place, each object stamped for the inventory that lists it
-	// (its rollout counts once applied for it).
-	sets, err := inv.Sets(r.Dynamic).List(ctx, metav1.ListOptions{LabelSelector: inv.Family().LabelSelector().String()})
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	family, _ := inv.Family().ObserveAll(sets.Items) // an unreadable inventory: Step says so
-	if err := inventory.Stamp(family, version, objs); err != nil {
+	// (its rollout counts once applied for it), as the Step left them.
+	if err := inventory.Stamp(res.Family, version, objs); err != nil {
 		return ctrl.Result{}, err
 	}
 	for i := range objs {

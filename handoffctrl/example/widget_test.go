@@ -228,6 +228,10 @@ func settled(c *handofftest.Cluster, version string) error {
 		if o.GetDeletionTimestamp() != nil {
 			return fmt.Errorf("inventory %s is being deleted", o.GetName())
 		}
+		// Owned by the Widget, so the watch on inventories maps it back.
+		if refs := o.GetOwnerReferences(); len(refs) != 1 || refs[0].Kind != "Widget" || refs[0].Name != widgetName {
+			return fmt.Errorf("inventory %s has owners %v, want the Widget", o.GetName(), refs)
+		}
 		gens = append(gens, o.GetLabels()[inventory.GenerationLabel])
 	}
 	if len(gens) == 0 || slices.ContainsFunc(gens, func(g string) bool { return g != version }) {
