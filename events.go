@@ -120,7 +120,7 @@ func (r *run) reportStep(plan Plan, gen string, res Result, err error) {
 			r.observeSeconds(MetricWaitSeconds, now.Sub(s.Created), "reason", reason)
 		}
 	}
-	if len(waits) > 0 {
+	if len(waits) > 0 && !r.recordOnly { // the Step after the apply reports them
 		r.event(corev1.EventTypeNormal, EventWaiting, "waiting: %s", strings.Join(waits, "; "))
 	}
 	for _, c := range r.writes {

@@ -294,9 +294,12 @@ type run struct {
 	objects  Objects
 	view     []Set       // the family, as listed and then as written by this call
 	retiring []types.UID // the sets this call retires or finalizes
-	decider  *decider    // over view, for retire; nil until needed or when stale
-	writes   []Call
-	unserved []Item // items skipped because their kind is not served
+	// recordOnly: a Record, which carries out no retirement, finalize or
+	// prune
+	recordOnly bool
+	decider    *decider // over view, for retire; nil until needed or when stale
+	writes     []Call
+	unserved   []Item // items skipped because their kind is not served
 	// strangers are the live sets of the set kind outside the family, read
 	// once per call on the first delete (see foreign); byRef indexes what
 	// they list.
@@ -387,6 +390,41 @@ func (e *Executor) Step(ctx context.Context, desired *Desired) (Result, error) {
 	return res, err
 }
 
+// Record runs a Step that only records: it creates or updates the desired
+// generation's sets, and marks the sets it supersedes, as Step would, but
+// retires, finalizes and prunes nothing, so it deletes nothing. What it
+// held back stays in [Result.Plan] (with Requeue true), for a later Step
+// to carry out. An operator that applies its manifests in place calls it
+// before the apply, so that the apply is recorded first and an error of a
+// retirement never keeps a new spec from being applied; the Step after the
+// apply retires.
+//
+// desired nil, or with no Build and no [Executor.Build], is a
+// [*ConfigError]: removing a component is deleting.
+func (e *Executor) Record(ctx context.Context, desired *Desired) (Result, error) {
+	if desired == nil {
+		return Result{}, &ConfigError{Object: "executor of " + e.Family.describe(), Problems: []FieldProblem{{
+			Field: "desired", Reason: "Record needs a desired generation (a removal deletes: Step(ctx, nil) removes)"}}}
+	}
+	r, err := e.start(desired.Build == nil)
+	if err != nil {
+		return Result{}, err
+	}
+	r.recordOnly = true
+	res, plan, err := r.step(ctx, desired)
+	r.reportStep(plan, desired.Generation, res, err)
+	return res, err
+}
+
+// recording leaves out of plan the actions a Record holds back.
+func recording(plan Plan) Plan {
+	out := plan
+	out.Actions = slices.DeleteFunc(slices.Clone(plan.Actions), func(a Action) bool {
+		return a.Kind == ActionRetire || a.Kind == ActionFinalize || a.Kind == ActionPrune
+	})
+	return out
+}
+
 func (r *run) step(ctx context.Context, desired *Desired) (Result, Plan, error) {
 	if r.e.StepTimeout > 0 {
 		r.deadline = time.Now().Add(r.e.StepTimeout)
@@ -405,7 +443,8 @@ func (r *run) step(ctx context.Context, desired *Desired) (Result, Plan, error) 
 		return Result{}, Plan{}, err
 	}
 	res, plan, err := r.plan(desired)
-	if err == nil && fromCache && (len(plan.Of(ActionRetire))+len(plan.Of(ActionCreate)) > 0 || desired == nil && plan.Settled()) {
+	retires := func(p Plan) bool { return !r.recordOnly && len(p.Of(ActionRetire)) > 0 }
+	if err == nil && fromCache && (retires(plan) || len(plan.Of(ActionCreate)) > 0 || desired == nil && plan.Settled()) {
 		// Never retire or create from a cache: confirm on the API server.
 		// (A create by the deterministic name cannot duplicate a set the
 		// executor made, but it can one made before, with GenerateName,
@@ -431,6 +470,9 @@ func (r *run) step(ctx context.Context, desired *Desired) (Result, Plan, error) 
 		return res, plan, err
 	}
 	invalid := res.invalid()
+	if r.recordOnly {
+		plan = recording(plan)
+	}
 	err = r.carryOut(ctx, plan, desired)
 	res.Writes, res.Unserved, res.Reads = r.writes, uniqueItems(r.unserved), r.live.reads
 	res.Family = slices.Clone(r.view)

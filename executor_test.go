@@ -817,3 +817,65 @@ func TestResultFamilyHasTheStepsWrites(t *testing.T) {
 		t.Errorf("Result.Family's set has generation %q, want v1", got)
 	}
 }
+
+// Record carries out what Step would but its retirements: the desired
+// generation is created and gets Ready beside the old one, which stays with
+// all it lists, the retirement held in the plan, until a Step carries it
+// out. A Record with no desired generation is a configuration error that
+// makes no call.
+func TestRecordRetiresNothing(t *testing.T) {
+	ctx := context.Background()
+	w, v1, v2 := newSmall(t)
+	from := len(w.Cluster.Writes())
+	var res handoff.Result
+	for i := 0; ; i++ {
+		if i == 20 {
+			t.Fatalf("v2 not Ready after 20 Records: plan %s", res.Plan)
+		}
+		var err error
+		if res, err = w.Executor.Record(ctx, v2); err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Plan.Of(handoff.ActionRetire)) > 0 {
+			break
+		}
+		if err := w.Controller.Reconcile(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !res.Requeue {
+		t.Error("Record held back a retirement, yet Requeue is false")
+	}
+	for _, wr := range w.Cluster.WritesSince(from) {
+		if wr.Actor == "executor" && (wr.Verb == "delete" || wr.Verb == "deletecollection") {
+			t.Errorf("Record deleted: %s", wr)
+		}
+	}
+	for _, role := range staticDeploy {
+		set, ok := w.Cluster.Get(handofftest.Key{Group: handofftest.SetResource.Group, Kind: "TektonInstallerSet", Name: w.Family.SetName("v1", role)})
+		if !ok || set.GetDeletionTimestamp() != nil {
+			t.Errorf("v1's %s set gone or deleting after Record", role)
+		}
+	}
+	for k := range keysOf(v1) {
+		if !w.Cluster.Exists(k) {
+			t.Errorf("%s, listed by v1 only or by both, gone after Record", k)
+		}
+	}
+	res, err := w.Executor.Step(ctx, v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Plan.Of(handoff.ActionRetire)) == 0 {
+		t.Errorf("the Step after the Records retired nothing: plan %s", res.Plan)
+	}
+
+	calls := executorCalls(w.Cluster, "executor")
+	var cerr *handoff.ConfigError
+	if _, err := w.Executor.Record(ctx, nil); !errors.As(err, &cerr) {
+		t.Errorf("Record(ctx, nil) = %v, want a *ConfigError", err)
+	}
+	if n := executorCalls(w.Cluster, "executor"); n != calls {
+		t.Errorf("Record(ctx, nil) made %d calls", n-calls)
+	}
+}
