@@ -43,7 +43,9 @@
 // is handed off in this order, one [handoff.Executor.Step] per reconcile:
 //
 //  1. record the new inventory: Step creates the new generation's
-//     ConfigMaps beside the old ones;
+//     ConfigMaps beside the old ones ([handoff.Executor.Record], before the
+//     apply, does only that: it retires and deletes nothing, so a failed
+//     delete never keeps a new spec from being applied);
 //  2. apply: the operator applies the new manifests, as it does today,
 //     each stamped first with [Stamp] for the current part that lists it
 //     (Stamp refuses an object the new inventory does not list);
@@ -75,12 +77,20 @@
 //	inv := inventory.Inventory{Namespace: "knative-operator", Component: "knative-serving"}
 //	gen, err := inv.Generation(version, manifest.Resources())
 //	exec := inv.Executor(dyn, mapper, component.GetUID()) // Family, Prune.Owners and AnyUnowned
-//	res, err := exec.Step(ctx, gen.Desired) // records the inventory first
-//	// stamp what is about to be applied, with the family as the Step left it:
+//	res, err := exec.Record(ctx, gen.Desired) // records the inventory first; deletes nothing
+//	// stamp what is about to be applied, with the family as Record left it:
 //	err = inventory.Stamp(res.Family, version, objs)
+//	// apply objs; then, in the same reconcile:
+//	res, err = exec.Step(ctx, gen.Desired) // waits for the rollout, then retires
 //
 //	// the component object deleted, its finalizer still on it:
 //	res, err = exec.Step(ctx, nil) // until !res.Requeue; then drop the finalizer
+//
+// An operator that installed releases before it recorded inventories
+// records the installed one once, from proof alone: its manifests, or,
+// where they are gone, [Controlled] (what the component object controls, of
+// every namespaced kind served). [GenerationName] names a generation by
+// its version and the identities it applies.
 //
 // examples/inventory in the repository is a whole operator of this shape
 // (install, upgrade, removal) on package handofftest's fake cluster.

@@ -120,11 +120,14 @@ func (e Entry) check() error {
 }
 
 // Entries returns the entries of objs sorted by data key, or, when any
-// object cannot be recorded or two share an identity (whatever their API
-// versions), an error naming each such object and no entries.
+// object cannot be recorded or two share an identity at different API
+// versions, an error naming each such object and no entries. An object
+// listed again at the same API version is recorded once: knative/operator's
+// releases list their CRDs and Namespace in two files, and apply them twice.
 func Entries(objs []unstructured.Unstructured) ([]Entry, error) {
 	out := make([]Entry, 0, len(objs))
-	seen := make(map[handoff.Ref]int, len(objs))
+	seen := make(map[handoff.Ref]int, len(objs)) // the index in out
+	objIndex := make([]int, 0, len(objs))        // out[k] is objs[objIndex[k]]
 	var errs []error
 	for i := range objs {
 		e, err := entryOf(&objs[i])
@@ -133,10 +136,13 @@ func Entries(objs []unstructured.Unstructured) ([]Entry, error) {
 			continue
 		}
 		if j, dup := seen[e.Ref]; dup {
-			errs = append(errs, &ObjectError{Index: i, Ref: e.Ref, Err: invalid("same object as object %d", j)})
+			if out[j].APIVersion != e.APIVersion {
+				errs = append(errs, &ObjectError{Index: i, Ref: e.Ref, Err: invalid("same object as object %d, at API version %s", objIndex[j], out[j].APIVersion)})
+			}
 			continue
 		}
-		seen[e.Ref] = i
+		seen[e.Ref] = len(out)
+		objIndex = append(objIndex, i)
 		out = append(out, e)
 	}
 	if err := errors.Join(errs...); err != nil {

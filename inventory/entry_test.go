@@ -149,13 +149,10 @@ func TestEntriesRejectInvalidObjects(t *testing.T) {
 		"a kind with the separator": {
 			objs: []unstructured.Unstructured{obj("example.com/v1", "My_Kind", "ns", "x")}, index: []int{0}, says: `kind "My_Kind"`,
 		},
-		"the same object twice": {
-			objs: []unstructured.Unstructured{obj("v1", "ConfigMap", "ns", "a"), obj("v1", "ConfigMap", "ns", "a")}, index: []int{1}, says: "same object as object 0",
-		},
 		"the same object at two versions": {
 			objs: []unstructured.Unstructured{
 				obj("autoscaling/v2beta2", "HorizontalPodAutoscaler", "ns", "h"), obj("v1", "ConfigMap", "ns", "a"), obj("autoscaling/v2", "HorizontalPodAutoscaler", "ns", "h"),
-			}, index: []int{2}, says: "same object as object 0",
+			}, index: []int{2}, says: "same object as object 0, at API version autoscaling/v2beta2",
 		},
 		"two bad objects": {
 			objs: []unstructured.Unstructured{obj("v1", "", "ns", "a"), obj("v1", "ConfigMap", "ns", "b"), obj("v1", "Secret", "ns", "")}, index: []int{0, 2}, says: "no",
@@ -228,5 +225,23 @@ func TestObserveMalformed(t *testing.T) {
 	}
 	if d := cmp.Diff([]handoff.Ref{{Kind: "ConfigMap", Namespace: "ns", Name: "a"}}, s.Resources); d != "" {
 		t.Errorf("resources of the invalid set (-want +got):\n%s", d)
+	}
+}
+
+// An object listed twice at the same API version, as knative's releases
+// list their CRDs, is recorded once; entries sort by data key, and a
+// cluster-scoped object's key begins with the empty namespace.
+func TestEntriesRecordARepeatOnce(t *testing.T) {
+	crd := obj("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "images.caching.internal.knative.dev")
+	got, err := inventory.Entries([]unstructured.Unstructured{crd, obj("v1", "ConfigMap", "ns", "a"), crd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []inventory.Entry{
+		{Ref: handoff.Ref{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition", Name: "images.caching.internal.knative.dev"}, APIVersion: "apiextensions.k8s.io/v1"},
+		{Ref: handoff.Ref{Kind: "ConfigMap", Namespace: "ns", Name: "a"}, APIVersion: "v1"},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("entries (-want +got):\n%s", d)
 	}
 }

@@ -90,10 +90,10 @@ func TestGenerationInvalid(t *testing.T) {
 	if _, err := inv.Generation("", nil); !errors.Is(err, handoff.ErrInvalidDesired) {
 		t.Errorf("empty generation: %v, want ErrInvalidDesired", err)
 	}
-	g, err := inv.Generation("v1", []unstructured.Unstructured{obj("v1", "ConfigMap", "ns", "a"), obj("v1", "ConfigMap", "ns", "a")})
+	g, err := inv.Generation("v1", []unstructured.Unstructured{obj("v1", "ConfigMap", "ns", "a"), obj("apps/v1", "Deployment", "ns", "d"), obj("v2", "ConfigMap", "ns", "a")})
 	var oe *inventory.ObjectError
-	if g != nil || !errors.As(err, &oe) || oe.Index != 1 || !strings.Contains(err.Error(), "ConfigMap ns/a") {
-		t.Errorf("duplicate: %v, %v; want no generation and an ObjectError naming object 1, ConfigMap ns/a", g, err)
+	if g != nil || !errors.As(err, &oe) || oe.Index != 2 || !strings.Contains(err.Error(), "ConfigMap ns/a") {
+		t.Errorf("one object at two API versions: %v, %v; want no generation and an ObjectError naming object 2, ConfigMap ns/a", g, err)
 	}
 }
 

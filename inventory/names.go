@@ -3,9 +3,11 @@ package inventory
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 
 	"github.com/kube-handoff/handoff"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -74,4 +76,41 @@ func hashed(s, orig string, ok func(rune) bool) string {
 		return h
 	}
 	return prefix + "-" + h
+}
+
+// GenerationName names the generation of objs for an operator whose
+// releases have a version but that may apply a release in more than one
+// shape (another ingress, another target namespace, an extra manifest):
+// the version, made a label value of at most 52 characters (the
+// characters a label value cannot hold turned into "-"), then "-" and 10
+// hex digits of the SHA-256 of the version and of each object's identity
+// and API version. A change of what is applied is a new generation, handed
+// off as an upgrade is; a change of content alone is not, and is updated
+// in place. Objects listed twice are named once, as [Entries] records them;
+// an object Entries refuses is its error.
+func GenerationName(version string, objs []unstructured.Unstructured) (string, error) {
+	entries, err := Entries(objs)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	h.Write([]byte(version))
+	for _, e := range entries {
+		fmt.Fprintf(h, "\x00%s\x00%s", e.Key(), e.APIVersion)
+	}
+	v := []rune(strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || r == '.' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' {
+			return r
+		}
+		return '-'
+	}, version))
+	if len(v) > keptChars {
+		v = v[:keptChars]
+	}
+	prefix := strings.Trim(string(v), "-_.")
+	sum := hex.EncodeToString(h.Sum(nil))[:10]
+	if prefix == "" {
+		return sum, nil
+	}
+	return prefix + "-" + sum, nil
 }

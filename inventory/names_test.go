@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"testing"
 
@@ -109,5 +110,70 @@ func TestNamesThatAreNoLabelValues(t *testing.T) {
 	sets, err := inv.Family().ObserveAll([]unstructured.Unstructured{*cm})
 	if err != nil || len(sets) != 1 || sets[0].Generation != g.Desired.Generation {
 		t.Errorf("the family observes %v (%v), want one set of generation %s", sets, err, g.Desired.Generation)
+	}
+}
+
+// GenerationName is a label value that begins with the version, is the
+// same for the same objects in any order and with any content, and differs
+// when an object comes or goes, moves, changes API version, or when the
+// version changes, even where two versions make the same label text.
+func TestGenerationName(t *testing.T) {
+	cm := func(ns, name string) unstructured.Unstructured {
+		u := unstructured.Unstructured{}
+		u.SetAPIVersion("v1")
+		u.SetKind("ConfigMap")
+		u.SetNamespace(ns)
+		u.SetName(name)
+		return u
+	}
+	hpa := func(apiVersion string) unstructured.Unstructured {
+		u := cm("ns", "h")
+		u.SetAPIVersion(apiVersion)
+		u.SetKind("HorizontalPodAutoscaler")
+		return u
+	}
+	name := func(version string, objs ...unstructured.Unstructured) string {
+		t.Helper()
+		n, err := inventory.GenerationName(version, objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msgs := validation.IsValidLabelValue(n); len(msgs) > 0 {
+			t.Errorf("GenerationName(%q) = %q: no label value: %v", version, n, msgs)
+		}
+		return n
+	}
+	base := name("1.15.2", cm("ns", "a"), cm("ns", "b"), hpa("autoscaling/v2"))
+	if !strings.HasPrefix(base, "1.15.2-") || len(base) != len("1.15.2-")+10 {
+		t.Errorf("GenerationName = %q, want 1.15.2- and 10 hex digits", base)
+	}
+	changed := cm("ns", "a")
+	changed.SetLabels(map[string]string{"content": "other"})
+	if got := name("1.15.2", hpa("autoscaling/v2"), cm("ns", "b"), changed, cm("ns", "b")); got != base {
+		t.Errorf("reordered, with other content and a repeat: %q, want %q", got, base)
+	}
+	others := map[string]string{
+		"an object more":        name("1.15.2", cm("ns", "a"), cm("ns", "b"), hpa("autoscaling/v2"), cm("ns", "c")),
+		"an object less":        name("1.15.2", cm("ns", "a"), hpa("autoscaling/v2")),
+		"an object moved":       name("1.15.2", cm("ns", "a"), cm("other", "b"), hpa("autoscaling/v2")),
+		"another API version":   name("1.15.2", cm("ns", "a"), cm("ns", "b"), hpa("autoscaling/v2beta2")),
+		"another version":       name("1.15.3", cm("ns", "a"), cm("ns", "b"), hpa("autoscaling/v2")),
+		"the same label text":   name("1.15.2+a", cm("ns", "a"), cm("ns", "b"), hpa("autoscaling/v2")),
+		"the same text, again":  name("1.15.2 a", cm("ns", "a"), cm("ns", "b"), hpa("autoscaling/v2")),
+		"a version of 80 chars": name(strings.Repeat("9", 80), cm("ns", "a")),
+		"no version":            name("", cm("ns", "a")),
+	}
+	seen := map[string]string{base: "the first"}
+	for what, n := range others {
+		if prev, ok := seen[n]; ok {
+			t.Errorf("%s: %q, the name of %s too", what, n, prev)
+		}
+		seen[n] = what
+	}
+	if n := others["the same label text"]; !strings.HasPrefix(n, "1.15.2-a-") {
+		t.Errorf("version 1.15.2+a: %q, want it to begin 1.15.2-a-", n)
+	}
+	if _, err := inventory.GenerationName("1", []unstructured.Unstructured{hpa("autoscaling/v2"), hpa("autoscaling/v1")}); !errors.Is(err, inventory.ErrInvalidInventory) {
+		t.Errorf("an object at two API versions: %v, want ErrInvalidInventory", err)
 	}
 }
