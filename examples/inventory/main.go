@@ -15,8 +15,8 @@
 // object both releases list was ever absent, and what the removal left.
 //
 // The operator's code that touches the library is in reconcile: an
-// Inventory, its Executor, a Generation and a Step per reconcile, the
-// family listed for Stamper, and Step(ctx, nil) on removal.
+// Inventory, its Executor, a Generation, a Record before the apply and a
+// Step after it in each reconcile, and Step(ctx, nil) on removal.
 package main
 
 import (

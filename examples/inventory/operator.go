@@ -85,25 +85,33 @@ func (o *operator) reconcile(ctx context.Context, namespace, name string) (reque
 	if err != nil {
 		return false, err
 	}
-	// 1. Record the release's inventory, beside the previous one; later
-	// Steps wait for its rollout, then delete what only the previous one
-	// lists, then the previous inventory.
+	// 1. Record the release's inventory, beside the previous one. Record
+	// deletes nothing, so nothing keeps the new release from being applied.
 	gen, err := inv.Generation(version, release.Resources())
 	if err != nil {
 		return false, err
 	}
-	res, err := exec.Step(ctx, gen.Desired)
+	res, err := exec.Record(ctx, gen.Desired)
 	if err != nil {
 		return true, err
 	}
 	// 2. Apply in place, each object stamped for the inventory that lists
 	// it (the rollout counts once applied for it; res.Family is the
-	// inventories as the Step left them) and owned by the Widget.
+	// inventories as Record left them) and owned by the Widget.
 	stamped, err := release.Transform(inventory.Stamper(res.Family, version), ownedBy(cr))
 	if err != nil {
 		return true, err
 	}
-	return res.Requeue, stamped.Apply()
+	if err := stamped.Apply(); err != nil {
+		return true, err
+	}
+	// 3. Step: it waits for the rollout of what was applied, then deletes
+	// what only the previous inventory lists, then the previous inventory.
+	res, err = exec.Step(ctx, gen.Desired)
+	if err != nil {
+		return true, err
+	}
+	return res.Requeue, nil
 }
 
 // load reads the manifests of a release, its namespaced objects put in
