@@ -123,19 +123,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	// Record the release's inventory beside the previous one; later Steps
-	// wait for its rollout, then delete what only the previous one lists,
-	// then the previous inventory.
+	// Record the release's inventory beside the previous one. Record deletes
+	// nothing, so nothing keeps the new release from being applied.
 	gen, err := inv.Generation(version, objs)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	res, err := exec.Step(ctx, gen.Desired)
+	res, err := exec.Record(ctx, gen.Desired)
 	if err != nil {
 		return r.Requeue.Result(res, err)
 	}
 	// Apply in place, each object stamped for the inventory that lists it
-	// (its rollout counts once applied for it), as the Step left them.
+	// (its rollout counts once applied for it), as Record left them.
 	if err := inventory.Stamp(res.Family, version, objs); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -144,7 +143,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 	}
-	return r.Requeue.Result(res, nil)
+	// Step: it waits for the rollout of what was applied, then deletes what
+	// only the previous inventory lists, then the previous inventory.
+	res, err = exec.Step(ctx, gen.Desired)
+	return r.Requeue.Result(res, err)
 }
 
 // apply creates obj, or updates the live object to it.
