@@ -92,6 +92,10 @@ type op struct {
 	Ctrl  bool
 	GC    int
 	Sched int64
+	// Record: the executors of an opStep call Record, which must delete
+	// nothing, rather than Step. Derived from Sched (every fifth schedule),
+	// so the walks' random stream, and every seed's walk, stay as they were.
+	Record bool
 	// Lag is how many passes behind the controller's view is (opCtrl).
 	Lag   int
 	Fault *faultSpec
@@ -143,6 +147,9 @@ func (o op) describe(prev *modelDesired) string {
 		s = "repair the unreadable sets"
 	case opStep:
 		s = fmt.Sprintf("step: %d executor(s)", o.N)
+		if o.Record {
+			s = fmt.Sprintf("record: %d executor(s)", o.N)
+		}
 		if o.Ctrl {
 			s += " + controller"
 		}
@@ -219,6 +226,7 @@ func genWalk(seed int64, n int) (modelConfig, []op) {
 		switch x := r.Intn(100); {
 		case x < 50:
 			o := op{Kind: opStep, N: 1 + r.Intn(cfg.Executors), Ctrl: r.Intn(4) == 0, Sched: r.Int63()}
+			o.Record = o.Sched%5 == 0
 			if cfg.GCLag && r.Intn(3) == 0 {
 				o.GC = 1 + r.Intn(2)
 			}
@@ -364,6 +372,9 @@ func (w *modelWorld) step(ctx context.Context, o op) {
 		actors [][]string
 		parts  []func()
 	)
+	// A Record needs a desired generation: with none (the component
+	// removed), the executors Step.
+	recording := o.Record && w.desired.desired() != nil
 	for i := range o.N {
 		if w.dropped {
 			break // the operator no longer reconciles the component
@@ -371,6 +382,11 @@ func (w *modelWorld) step(ctx context.Context, o op) {
 		e, d, actor := w.executorFor(i), w.desired.desired(), fmt.Sprintf("executor-%d", i+1)
 		actors = append(actors, []string{actor})
 		parts = append(parts, func() {
+			if recording {
+				res, err := e.Record(ctx, d)
+				w.stepped(actor, d, res, err)
+				return
+			}
 			res, err := e.Step(ctx, d)
 			w.stepped(actor, d, res, err)
 		})
@@ -391,6 +407,18 @@ func (w *modelWorld) step(ctx context.Context, o op) {
 			}
 		})
 	}
+	from := len(w.c.Writes())
+	defer func() {
+		if !recording {
+			return
+		}
+		for _, wr := range w.c.WritesSince(from) {
+			if strings.HasPrefix(wr.Actor, "executor-") && (wr.Verb == "delete" || wr.Verb == "deletecollection") {
+				w.vs = append(w.vs, violation{Inv: "record", Op: w.op, At: wr.Time,
+					Msg: fmt.Sprintf("%s deleted %s in a Record", wr.Actor, wr.Key)})
+			}
+		}
+	}()
 	switch len(parts) {
 	case 0:
 		return
