@@ -38,9 +38,12 @@ func LabelValue(s string) string {
 	if len(validation.IsValidLabelValue(s)) == 0 {
 		return s
 	}
-	return hashed(s, s, func(r rune) bool {
-		return r == '-' || r == '_' || r == '.' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9'
-	})
+	return hashed(s, s, labelRune)
+}
+
+// labelRune reports whether a label value may hold r.
+func labelRune(r rune) bool {
+	return r == '-' || r == '_' || r == '.' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9'
 }
 
 // namePart returns what stands for the component in the names of its
@@ -93,24 +96,10 @@ func GenerationName(version string, objs []unstructured.Unstructured) (string, e
 	if err != nil {
 		return "", err
 	}
-	h := sha256.New()
-	h.Write([]byte(version))
+	var b strings.Builder
+	b.WriteString(version)
 	for _, e := range entries {
-		fmt.Fprintf(h, "\x00%s\x00%s", e.Key(), e.APIVersion)
+		fmt.Fprintf(&b, "\x00%s\x00%s", e.Key(), e.APIVersion)
 	}
-	v := []rune(strings.Map(func(r rune) rune {
-		if r == '-' || r == '_' || r == '.' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' {
-			return r
-		}
-		return '-'
-	}, version))
-	if len(v) > keptChars {
-		v = v[:keptChars]
-	}
-	prefix := strings.Trim(string(v), "-_.")
-	sum := hex.EncodeToString(h.Sum(nil))[:10]
-	if prefix == "" {
-		return sum, nil
-	}
-	return prefix + "-" + sum, nil
+	return hashed(version, b.String(), labelRune), nil
 }
