@@ -15,18 +15,24 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
-	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	corefake "k8s.io/client-go/kubernetes/typed/core/v1/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
 
-// The typed ConfigMap client of client-go's fake clientset stands in for a
-// client-gen client of a set kind: same generator, same signatures.
+// The typed ConfigMap client of client-go's fake core group stands in for
+// a client-gen client of a set kind: same generator, same signatures. (The
+// core group alone: the whole fake clientset would compile every API group
+// into this package's tests.)
 var configMapGVK = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 
-func typedConfigMaps(objs ...*corev1.ConfigMap) (SetClient, *kubefake.Clientset) {
-	cs := kubefake.NewSimpleClientset()
+func typedConfigMaps(objs ...*corev1.ConfigMap) (SetClient, corev1client.CoreV1Interface) {
+	tracker := k8stesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())
+	fake := &k8stesting.Fake{}
+	fake.AddReactor("*", "*", k8stesting.ObjectReaction(tracker))
 	n := 0
-	cs.PrependReactor("create", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	fake.PrependReactor("create", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		// The fake keeps no UIDs; the API server gives one on create.
 		obj := a.(k8stesting.CreateAction).GetObject().(*corev1.ConfigMap)
 		if obj.UID == "" {
@@ -36,9 +42,10 @@ func typedConfigMaps(objs ...*corev1.ConfigMap) (SetClient, *kubefake.Clientset)
 		return false, nil, nil
 	})
 	for _, o := range objs {
-		_ = cs.Tracker().Add(o)
+		_ = tracker.Add(o)
 	}
-	return NewTypedSetClient[corev1.ConfigMap](cs.CoreV1().ConfigMaps("ns"), configMapGVK), cs
+	core := &corefake.FakeCoreV1{Fake: fake}
+	return NewTypedSetClient[corev1.ConfigMap](core.ConfigMaps("ns"), configMapGVK), core
 }
 
 func configMap(name string, lbls map[string]string) *corev1.ConfigMap {
@@ -93,7 +100,7 @@ func TestTypedSetClient(t *testing.T) {
 		if d := cmp.Diff("made ConfigMap", made.GetName()+" "+made.GetKind()); d != "" {
 			t.Errorf("created (-want +got):\n%s", d)
 		}
-		live, err := cs.CoreV1().ConfigMaps("ns").Get(ctx, "made", metav1.GetOptions{})
+		live, err := cs.ConfigMaps("ns").Get(ctx, "made", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +122,7 @@ func TestTypedSetClient(t *testing.T) {
 		if _, err := c.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		live, _ := cs.CoreV1().ConfigMaps("ns").Get(ctx, "a", metav1.GetOptions{})
+		live, _ := cs.ConfigMaps("ns").Get(ctx, "a", metav1.GetOptions{})
 		if d := cmp.Diff("changed", live.Data["k"]); d != "" {
 			t.Errorf("data (-want +got):\n%s", d)
 		}
@@ -140,7 +147,7 @@ func TestTypedSetClient(t *testing.T) {
 		if err := c.Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cs.CoreV1().ConfigMaps("ns").Get(ctx, "a", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		if _, err := cs.ConfigMaps("ns").Get(ctx, "a", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("got %v, want NotFound", err)
 		}
 	})
@@ -175,7 +182,7 @@ func TestExecutorStepOverTypedClient(t *testing.T) {
 			t.Fatalf("step to %s: %v", gen, err)
 		}
 	}
-	list, err := cs.CoreV1().ConfigMaps("ns").List(ctx, metav1.ListOptions{})
+	list, err := cs.ConfigMaps("ns").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,9 +20,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/dynamic/dynamiclister"
 	"k8s.io/client-go/tools/cache"
 )
@@ -592,13 +593,25 @@ func (s *scaler) setup(ctx context.Context, flow string) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		inf := dynamicinformer.NewFilteredDynamicInformer(dyn, e.fam.Resource, "", 0, cache.Indexers{},
-			func(o *metav1.ListOptions) { o.LabelSelector = e.fam.LabelSelector().String() })
-		go inf.Informer().Run(ctx.Done())
-		if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
+		// The informer client-go's dynamicinformer.NewFilteredDynamicInformer
+		// makes (that package would compile every API group's typed
+		// informers into these tests).
+		sets, selector := dyn.Resource(e.fam.Resource), e.fam.LabelSelector().String()
+		inf := cache.NewSharedIndexInformer(&cache.ListWatch{
+			ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+				o.LabelSelector = selector
+				return sets.List(ctx, o)
+			},
+			WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+				o.LabelSelector = selector
+				return sets.Watch(ctx, o)
+			},
+		}, &unstructured.Unstructured{}, 0, cache.Indexers{})
+		go inf.Run(ctx.Done())
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			b.Fatal("informer of the sets did not sync")
 		}
-		s.lister = dynamiclister.New(inf.Informer().GetIndexer(), e.fam.Resource)
+		s.lister = dynamiclister.New(inf.GetIndexer(), e.fam.Resource)
 		e.exec.Cache = s.lister
 		if flow == "tuned" {
 			// As a large operator would run it: its informer's cache and

@@ -12,10 +12,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamiclister"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -65,33 +69,44 @@ func informerWrites(t *testing.T, c *Cluster) {
 // data.k.
 var wantAfterWrites = map[string]string{"free": "changed", "new": "v"}
 
+// dynamicInformer is the informer client-go's dynamic informer factory
+// makes for one resource (the factory would compile every API group's
+// typed informers into these tests).
+func dynamicInformer(client dynamic.Interface, gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+	ri := client.Resource(gvr)
+	return cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (k8sruntime.Object, error) {
+			return ri.List(context.Background(), o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			return ri.Watch(context.Background(), o)
+		},
+	}, &unstructured.Unstructured{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+}
+
 func TestServeDynamicInformer(t *testing.T) {
 	c := newCluster(t)
 	informerFixture(t, c)
 	s := startServer(t, c, "informer")
-	factory := dynamicinformer.NewDynamicSharedInformerFactory(httpDynamic(t, s), 0)
-	cms := factory.ForResource(cmGVR)
-	sets := factory.ForResource(setGVR)
+	cms := dynamicInformer(httpDynamic(t, s), cmGVR)
+	sets := dynamicInformer(httpDynamic(t, s), setGVR)
 	stop := make(chan struct{})
-	defer factory.Shutdown()
 	defer close(stop)
-	factory.Start(stop)
-	for gvr, ok := range factory.WaitForCacheSync(stop) {
-		if !ok {
-			t.Fatalf("%s did not sync", gvr)
-		}
+	go cms.Run(stop)
+	go sets.Run(stop)
+	if !cache.WaitForCacheSync(stop, cms.HasSynced, sets.HasSynced) {
+		t.Fatal("the dynamic informers did not sync")
 	}
 	state := func() (map[string]string, int) {
-		objs, err := cms.Lister().List(labels.Everything())
+		objs, err := dynamiclister.New(cms.GetIndexer(), cmGVR).List(labels.Everything())
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := map[string]string{}
-		for _, o := range objs {
-			u := o.(*unstructured.Unstructured)
+		for _, u := range objs {
 			got[u.GetName()], _, _ = unstructured.NestedString(u.Object, "data", "k")
 		}
-		setObjs, _ := sets.Lister().List(labels.Everything())
+		setObjs, _ := dynamiclister.New(sets.GetIndexer(), setGVR).List(labels.Everything())
 		return got, len(setObjs)
 	}
 	if got, n := state(); len(got) != 2 || n != 1 {
@@ -112,12 +127,24 @@ func TestServeDynamicInformer(t *testing.T) {
 func TestServeTypedInformer(t *testing.T) {
 	c := newCluster(t)
 	informerFixture(t, c)
-	cs, err := kubernetes.NewForConfig(startServer(t, c, "informer").Config())
+	// A typed client and informer of the core group, as client-go's
+	// informer factory builds them (the factory itself would compile every
+	// API group into these tests).
+	core, err := corev1client.NewForConfig(startServer(t, c, "informer").Config())
 	if err != nil {
 		t.Fatal(err)
 	}
-	factory := informers.NewSharedInformerFactory(cs, 0)
-	informer := factory.Core().V1().ConfigMaps()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	informer := cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (k8sruntime.Object, error) {
+			return core.ConfigMaps(metav1.NamespaceAll).List(ctx, o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			return core.ConfigMaps(metav1.NamespaceAll).Watch(ctx, o)
+		},
+	}, &corev1.ConfigMap{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	lister := corelisters.NewConfigMapLister(informer.GetIndexer())
 	var seen []string
 	done := make(chan struct{})
 	events := make(chan string, 100)
@@ -127,7 +154,7 @@ func TestServeTypedInformer(t *testing.T) {
 			seen = append(seen, e)
 		}
 	}()
-	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { events <- "add " + obj.(*corev1.ConfigMap).Name },
 		UpdateFunc: func(_, obj any) { events <- "update " + obj.(*corev1.ConfigMap).Name },
 		DeleteFunc: func(obj any) {
@@ -139,15 +166,17 @@ func TestServeTypedInformer(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
-	factory.Start(stop)
-	for typ, ok := range factory.WaitForCacheSync(stop) {
-		if !ok {
-			t.Fatalf("%v did not sync", typ)
-		}
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		informer.Run(stop)
+	}()
+	if !cache.WaitForCacheSync(stop, informer.HasSynced) {
+		t.Fatal("the typed informer did not sync")
 	}
 	informerWrites(t, c)
 	eventually(t, "the typed lister follows the writes", func() (bool, any) {
-		cms, err := informer.Lister().ConfigMaps("ns").List(labels.Everything())
+		cms, err := lister.ConfigMaps("ns").List(labels.Everything())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +187,7 @@ func TestServeTypedInformer(t *testing.T) {
 		return cmp.Equal(wantAfterWrites, got), got
 	})
 	close(stop)
-	factory.Shutdown()
+	<-ran
 	close(events)
 	<-done
 	sort.Strings(seen)
