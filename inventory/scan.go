@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kube-handoff/handoff"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -18,6 +19,28 @@ import (
 
 // scanPage is how many objects a List of a scan asks for at a time.
 const scanPage = 500
+
+// ErrIncomplete means a scan left out what it could not look at; the
+// objects it returned are what it found elsewhere.
+var ErrIncomplete = errors.New("inventory: the scan is incomplete")
+
+// UnlistedError reports a kind a scan could not list in a namespace, and
+// why: the API server's answer, such as Forbidden.
+type UnlistedError struct {
+	// Resource is the kind's resource.
+	Resource schema.GroupResource
+	// Namespace is the namespace of the List.
+	Namespace string
+	// Err is the List's error; errors.Is sees through to it.
+	Err error
+}
+
+func (e *UnlistedError) Error() string {
+	return fmt.Sprintf("list %s in %s: %v", e.Resource, e.Namespace, e.Err)
+}
+
+// Unwrap returns the List's error.
+func (e *UnlistedError) Unwrap() error { return e.Err }
 
 // Controlled finds what an operator installed before it recorded
 // inventories, from the only proof the cluster itself holds: a controller
@@ -36,10 +59,14 @@ const scanPage = 500
 // of the installed release can say it was installed. Labels are no proof:
 // anyone may set them.
 //
-// A group whose discovery fails (an aggregated API that is down) is left
-// out: the objects found are returned with a [*handoff.DiscoveryError] per
-// such group, joined, so that the caller can record what it found and
-// report what it could not look at. Any other error is returned alone.
+// What the scan cannot look at is left out, never guessed: a group whose
+// discovery fails (an aggregated API that is down) and a kind the caller
+// may not list (an operator's RBAC grants list on the kinds it manages,
+// not on every kind). The objects found are then returned with an error
+// that is [ErrIncomplete] and joins a [*handoff.DiscoveryError] per such
+// group and an [*UnlistedError] per such kind, so that the caller can
+// record what it found and report what it could not look at. Any other
+// error is returned alone, with no objects.
 func Controlled(ctx context.Context, disco discovery.DiscoveryInterface, md metadata.Interface, namespace string, uid types.UID) ([]unstructured.Unstructured, error) {
 	if namespace == "" || uid == "" {
 		return nil, fmt.Errorf("inventory: Controlled needs a namespace and an owner's UID, got %q and %q", namespace, uid)
@@ -52,7 +79,6 @@ func Controlled(ctx context.Context, disco discovery.DiscoveryInterface, md meta
 		for gv, err := range failed.Groups {
 			skipped = append(skipped, &handoff.DiscoveryError{Group: gv.Group, Err: err})
 		}
-		sort.Slice(skipped, func(i, j int) bool { return skipped[i].Error() < skipped[j].Error() })
 	case derr != nil:
 		return nil, fmt.Errorf("inventory: discovery of the namespaced kinds: %w", derr)
 	}
@@ -69,9 +95,16 @@ func Controlled(ctx context.Context, disco discovery.DiscoveryInterface, md meta
 			gvk := gv.WithKind(r.Kind)
 			client := md.Resource(gv.WithResource(r.Name)).Namespace(namespace)
 			opts := metav1.ListOptions{Limit: scanPage}
+		pages:
 			for {
 				page, err := client.List(ctx, opts)
-				if err != nil {
+				switch {
+				case apierrors.IsNotFound(err):
+					break pages // the kind went away after discovery: nothing of it is left
+				case apierrors.IsForbidden(err) && opts.Continue == "":
+					skipped = append(skipped, &UnlistedError{Resource: schema.GroupResource{Group: gv.Group, Resource: r.Name}, Namespace: namespace, Err: err})
+					break pages
+				case err != nil:
 					return nil, fmt.Errorf("inventory: list %s in %s: %w", schema.GroupResource{Group: gv.Group, Resource: r.Name}, namespace, err)
 				}
 				for i := range page.Items {
@@ -88,7 +121,11 @@ func Controlled(ctx context.Context, disco discovery.DiscoveryInterface, md meta
 	sort.Slice(out, func(i, j int) bool {
 		return handoff.RefOf(&out[i]).String() < handoff.RefOf(&out[j]).String()
 	})
-	return out, errors.Join(skipped...)
+	if len(skipped) > 0 {
+		sort.Slice(skipped, func(i, j int) bool { return skipped[i].Error() < skipped[j].Error() })
+		return out, fmt.Errorf("%w: %w", ErrIncomplete, errors.Join(skipped...))
+	}
+	return out, nil
 }
 
 // fromMetadata makes an object of kind gvk out of what a metadata List

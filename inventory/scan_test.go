@@ -2,6 +2,7 @@ package inventory_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -9,6 +10,7 @@ import (
 	"github.com/kube-handoff/handoff"
 	"github.com/kube-handoff/handoff/handofftest"
 	"github.com/kube-handoff/handoff/inventory"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -93,5 +95,36 @@ func TestControlled(t *testing.T) {
 	}
 	if _, err := inventory.Controlled(context.Background(), disco, md, "", uid); err == nil {
 		t.Error("Controlled with no namespace: no error")
+	}
+
+	// Under an operator's RBAC, a kind it may not list is left out and
+	// named; the rest is found as before. Any other failed List fails the
+	// scan with no objects.
+	secrets := schema.GroupResource{Resource: "secrets"}
+	c.InjectFaults(func(call handofftest.Call) handofftest.Fault {
+		if call.Verb == "list" && call.Resource.GroupResource() == secrets {
+			return handofftest.Fault{Err: apierrors.NewForbidden(secrets, "", errors.New("RBAC: no rule"))}
+		}
+		return handofftest.Fault{}
+	}, "operator")
+	got, err = inventory.Controlled(context.Background(), disco, md, "knative-serving", uid)
+	var unlisted *inventory.UnlistedError
+	if !errors.Is(err, inventory.ErrIncomplete) || !errors.As(err, &unlisted) || unlisted.Resource != secrets ||
+		unlisted.Namespace != "knative-serving" || !apierrors.IsForbidden(err) {
+		t.Fatalf("Controlled with secrets forbidden: error %v, want ErrIncomplete with an *UnlistedError for secrets in knative-serving", err)
+	}
+	if len(got) != len(want) {
+		t.Errorf("Controlled with secrets forbidden found %d objects, want the %d found before (no secret was among them)", len(got), len(want))
+	}
+	c.DisableFaults()
+	c.InjectFaults(func(call handofftest.Call) handofftest.Fault {
+		if call.Verb == "list" && call.Resource.Resource == "deployments" {
+			return handofftest.Fault{Err: apierrors.NewInternalError(errors.New("etcd is down"))}
+		}
+		return handofftest.Fault{}
+	}, "operator")
+	got, err = inventory.Controlled(context.Background(), disco, md, "knative-serving", uid)
+	if err == nil || errors.Is(err, inventory.ErrIncomplete) || got != nil {
+		t.Errorf("Controlled with a List failing: %d objects, error %v; want none and an error that is not ErrIncomplete", len(got), err)
 	}
 }
