@@ -314,6 +314,9 @@ type run struct {
 	retired       Result               // what retirements did: its Deleted, Collected, HandedOver, Kept and Skipped
 	detached      map[retiredRef]bool  // resources a retirement released before the Step finalized their set
 	deadline      time.Time            // from StepTimeout; zero: none
+	// last is the work a Step does once every other delete is done: the
+	// RBAC deletes and what follows them (see deletedLast).
+	last []func(context.Context) error
 }
 
 // errOutOfTime stops a Step whose [Executor.StepTimeout] ran out.
@@ -494,5 +497,15 @@ func (r *run) carryOut(ctx context.Context, plan Plan, desired *Desired) error {
 		}
 		i++
 	}
-	return nil
+	// Once everything else succeeded: what any of them failed to delete
+	// may need the rights the RBAC objects give.
+	var errs []error
+	for _, f := range r.last {
+		if err := f(ctx); errors.Is(err, errOutOfTime) {
+			return err
+		} else if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

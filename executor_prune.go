@@ -48,9 +48,29 @@ func (r *run) prune(ctx context.Context, uid types.UID) error {
 	if err := r.prefetch(ctx, refsOf(items), false); err != nil {
 		return &SetError{Name: s.Name, Err: fmt.Errorf("prune: read what it dropped: %w", err)}
 	}
+	first, last := splitLast(items)
+	if err := r.pruneItems(ctx, s, first); err != nil {
+		return err
+	}
+	if len(last) == 0 {
+		return r.pruned(ctx, s)
+	}
+	// The RBAC objects it dropped, and the record cleared after them,
+	// wait until every other delete of the Step is done (see deletedLast).
+	r.last = append(r.last, func(ctx context.Context) error {
+		if err := r.pruneItems(ctx, s, last); err != nil {
+			return err
+		}
+		return r.pruned(ctx, s)
+	})
+	return nil
+}
+
+// pruneItems settles what the set s, which stays, dropped.
+func (r *run) pruneItems(ctx context.Context, s Set, items []Item) error {
 	r.staying = s.UID
 	defer func() { r.staying = "" }()
-	others := r.others(uid)
+	others := r.others(s.UID)
 	var errs []error
 	for _, it := range items {
 		if r.outOfTime() {
@@ -63,6 +83,12 @@ func (r *run) prune(ctx context.Context, uid types.UID) error {
 	if err := errors.Join(errs...); err != nil {
 		return &SetError{Name: s.Name, Err: fmt.Errorf("prune what an update dropped: %w", err)}
 	}
+	return nil
+}
+
+// pruned clears [DroppedAnnotation] of the set s once what it dropped is
+// settled, on condition that the set is unchanged since it was read.
+func (r *run) pruned(ctx context.Context, s Set) error {
 	r.record(Call{Verb: "patch", Resource: r.family.Resource.Resource, Name: s.Name})
 	if r.e.DryRun {
 		return nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -158,7 +159,9 @@ func (r *run) addFinalizer(ctx context.Context, s Set) error {
 // [Executor.Finalize] does: it deletes the obsolete resources the set
 // installed without an owner, hands what it owns alone to a live set of
 // another family that lists it (the rest the garbage collector takes),
-// then removes the finalizer.
+// then removes the finalizer. RBAC objects, and the finalizer's removal
+// after them, wait until every other delete of the Step is done (see
+// deletedLast).
 func (r *run) finish(ctx context.Context, uid types.UID) error {
 	sp, ok := r.set(uid)
 	if !ok {
@@ -166,17 +169,36 @@ func (r *run) finish(ctx context.Context, uid types.UID) error {
 	}
 	sp.Deleting = true
 	s := *sp
-	d := r.decide(uid)
-	others := r.others(uid)
 	// Every obsolete resource, not only those installed without an owner:
 	// one the set owns alone that a live set of another family lists goes
 	// to that set (see foreign), not to the garbage collector.
-	obsolete := d.Of(Delete)
+	obsolete := r.decide(uid).Of(Delete)
 	if err := r.prefetch(ctx, refsOf(obsolete), false); err != nil {
 		return &SetError{Name: s.Name, Err: fmt.Errorf("finalize: read what it lists: %w", err)}
 	}
+	first, last := splitLast(obsolete)
+	if err := r.settleObsolete(ctx, s, first); err != nil {
+		return err
+	}
+	rest := func(ctx context.Context) error {
+		if err := r.settleObsolete(ctx, s, last); err != nil {
+			return err
+		}
+		return r.dropFinalizer(ctx, s)
+	}
+	if len(last) == 0 {
+		return rest(ctx)
+	}
+	r.last = append(r.last, rest)
+	return nil
+}
+
+// settleObsolete settles obsolete resources of the retired set s, as
+// finish does, and notes what it did.
+func (r *run) settleObsolete(ctx context.Context, s Set, items []Item) error {
+	others := r.others(s.UID)
 	var errs []error
-	for _, it := range obsolete {
+	for _, it := range items {
 		if r.outOfTime() {
 			return errOutOfTime
 		}
@@ -185,11 +207,17 @@ func (r *run) finish(ctx context.Context, uid types.UID) error {
 			errs = append(errs, &ResourceError{Ref: it.Ref, Err: err})
 			continue
 		}
-		r.note(uid, done, what)
+		r.note(s.UID, done, what)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return &SetError{Name: s.Name, Err: fmt.Errorf("finalize: delete what it installed without an owner: %w", err)}
 	}
+	return nil
+}
+
+// dropFinalizer removes [ExecutorFinalizer] from the set s, if it is
+// still the set read (same UID).
+func (r *run) dropFinalizer(ctx context.Context, s Set) error {
 	r.record(Call{Verb: "update", Resource: r.family.Resource.Resource, Name: s.Name})
 	if r.e.DryRun {
 		return nil
@@ -197,7 +225,7 @@ func (r *run) finish(ctx context.Context, uid types.UID) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		r.setReads.gets++
 		live, err := r.e.sets().Get(ctx, s.Name, metav1.GetOptions{})
-		if err != nil || live.GetUID() != uid {
+		if err != nil || live.GetUID() != s.UID {
 			return err
 		}
 		fins := slices.DeleteFunc(live.GetFinalizers(), func(f string) bool { return f == ExecutorFinalizer })
@@ -212,6 +240,27 @@ func (r *run) finish(ctx context.Context, uid types.UID) error {
 		return &SetError{Name: s.Name, Err: fmt.Errorf("finalize: remove finalizer %s: %w", ExecutorFinalizer, err)}
 	}
 	return nil
+}
+
+// deletedLast reports whether a resource is deleted only after every other
+// obsolete resource of a Step, or of a Finalize: the RBAC objects (Roles,
+// ClusterRoles and their bindings). An operator whose rights come from
+// ClusterRoles it installed itself (aggregated into its own, as knative's
+// are) would otherwise lose the right to delete the rest half way, and
+// could then not finish.
+func deletedLast(ref Ref) bool { return ref.Group == rbacv1.GroupName }
+
+// splitLast splits items into those settled first and the deletes of
+// RBAC objects, settled last (see deletedLast), each in the order given.
+func splitLast(items []Item) (first, last []Item) {
+	for _, it := range items {
+		if it.Verdict == Delete && deletedLast(it.Ref) {
+			last = append(last, it)
+		} else {
+			first = append(first, it)
+		}
+	}
+	return first, last
 }
 
 // decide returns the finalization decision of the view's set uid, one of

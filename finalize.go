@@ -51,7 +51,8 @@ type FinalizeResult struct {
 // successor lists, releases protected and keep-annotated resources from the
 // set (their ownerReference to it is removed, so the garbage collector
 // does not take them), and deletes only what no other set lists and the
-// set alone owns, each delete with a UID precondition. It is idempotent:
+// set alone owns, each delete with a UID precondition, RBAC objects (Roles,
+// ClusterRoles, their bindings) after everything else. It is idempotent:
 // run again after a failure at any point, it finishes the job and never
 // deletes a kept resource. On error the caller keeps its finalizer and
 // retries.
@@ -143,8 +144,21 @@ func (e *Executor) Finalize(ctx context.Context, set *unstructured.Unstructured)
 			r.view = append(r.view, retiring)
 		}
 		others = r.others(retiring.UID)
+		var confirmed []Item
 		for _, it := range r.decide(retiring.UID).Items {
 			if obsolete[it.Ref] {
+				confirmed = append(confirmed, it)
+			}
+		}
+		// RBAC objects last, and only once everything else is done (see
+		// deletedLast): on an error the caller retries with its rights
+		// whole.
+		first, last := splitLast(confirmed)
+		for _, it := range first {
+			settle(it, others)
+		}
+		if len(errs) == 0 {
+			for _, it := range last {
 				settle(it, others)
 			}
 		}

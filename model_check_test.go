@@ -193,6 +193,9 @@ type checker struct {
 	// not serve at the end.
 	adminGone map[handofftest.Key]bool
 	unserved  map[schema.GroupKind]bool
+	// rbacGone: the first RBAC object each executor deleted in this
+	// operation (one Step each).
+	rbacGone map[string]handofftest.Key
 	// unrecorded: what an executor reported it could not record as
 	// dropped by an update in place (handoff.UnrecordedError), so may
 	// linger.
@@ -234,6 +237,7 @@ func newChecker(spans []span, decoys []handofftest.Key) *checker {
 		since:  map[handofftest.Key]map[handofftest.Key]time.Time{},
 		others: map[handofftest.Key]mSet{}, otherSince: map[handofftest.Key]map[handofftest.Key]time.Time{},
 		otherListed: map[handofftest.Key]bool{}, famOf: map[types.UID]string{}, adminGone: map[handofftest.Key]bool{},
+		rbacGone: map[string]handofftest.Key{},
 	}
 	for _, k := range decoys {
 		ch.decoys[k] = true
@@ -363,6 +367,17 @@ func (ch *checker) deleted(w handofftest.Write, before *unstructured.Unstructure
 				ch.fail("I5", w.Time, "%s %s %s (%s), which set %s dropped, before that set is Ready for the spec that dropped it", w.Actor, w.Verb, w.Key, w.Effect, s)
 				break
 			}
+		}
+	}
+	// RBAC last: a Step deletes no other object after an RBAC one, whose
+	// rights the operator may need to delete it.
+	if isExecutor(w.Actor) && w.Verb == "delete" {
+		first, ok := ch.rbacGone[w.Actor]
+		switch {
+		case w.Key.Group == kClusterRole.gvr.Group && !ok:
+			ch.rbacGone[w.Actor] = w.Key
+		case w.Key.Group != kClusterRole.gvr.Group && ok:
+			ch.fail("order", w.Time, "%s %s %s (%s) after it deleted %s in the same Step", w.Actor, w.Verb, w.Key, w.Effect, first)
 		}
 	}
 	gk := schema.GroupKind{Group: w.Key.Group, Kind: w.Key.Kind}
@@ -518,7 +533,7 @@ func (ch *checker) contained(w handofftest.Write, before *unstructured.Unstructu
 		return
 	}
 	if isExecutor(w.Actor) && w.Verb == "delete" && before != nil &&
-		slices.Contains(handoff.DefaultPruneOptions().Unowned, before.GroupVersionKind().GroupKind()) {
+		slices.Contains(mPrune().Unowned, before.GroupVersionKind().GroupKind()) {
 		// The retirement of a set without a finalizer deletes the obsolete
 		// objects of the kinds installed without an owner (or owned by that
 		// set alone); I1 checks that no live set lists them.
@@ -615,6 +630,7 @@ func (ch *checker) converged(d *modelDesired) (bool, map[handofftest.Key]bool) {
 // write-count window of an upgrade.
 func (ch *checker) endSpan() {
 	sp := ch.spans[ch.span]
+	clear(ch.rbacGone)
 	ok, refs := ch.converged(sp.desired)
 	if win := ch.window; win != nil {
 		switch {

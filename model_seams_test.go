@@ -66,7 +66,7 @@ func secondFamily() handoff.Family {
 // component.
 func (w *modelWorld) startSecond() error {
 	client := &modelClient{w: w, actor: actorSecondCtrl, inner: w.c.ClientFor(actorSecondCtrl)}
-	exec := &handoff.Executor{Family: secondFamily(), Dynamic: client, Mapper: w.fresh, Prune: handoff.DefaultPruneOptions(), RoleOrder: mRoles}
+	exec := &handoff.Executor{Family: secondFamily(), Dynamic: client, Mapper: w.fresh, Prune: mPrune(), RoleOrder: mRoles}
 	w.second = &handofftest.SetController{
 		Executor: exec, Client: client, Mapper: w.fresh, Finalizer: mFinalizer,
 		ReadyAfter: 1, Unowned: mUnowned, SkipNotServed: true, OtherFamilies: true,

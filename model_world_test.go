@@ -114,9 +114,19 @@ const mKeep = "handoff.kube-handoff.io/on-remove"
 
 // mUnowned are the kinds the set controller installs without an owner, as
 // tektoncd/operator's injectOwner transformer does: CRDs, Namespaces and
-// admission webhook configurations. Everything else, PVCs and APIServices
-// included, is owned by its set.
-var mUnowned = []schema.GroupKind{kCRD.gk(), kNamespace.gk(), kWebhook.gk(), {Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}}
+// admission webhook configurations; and ClusterRoles, as knative/operator
+// installs every cluster-scoped object, so that the executor deletes RBAC
+// objects itself (see the order check). Everything else, PVCs and
+// APIServices included, is owned by its set.
+var mUnowned = []schema.GroupKind{kCRD.gk(), kNamespace.gk(), kWebhook.gk(), {Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}, kClusterRole.gk()}
+
+// mPrune are the executors' prune options: the library's defaults, and
+// ClusterRoles installed without an owner (see mUnowned).
+func mPrune() handoff.PruneOptions {
+	o := handoff.DefaultPruneOptions()
+	o.Unowned = append(o.Unowned, kClusterRole.gk())
+	return o
+}
 
 // Target namespaces a generation may install into, and one no generation
 // uses, for decoys.
@@ -784,7 +794,7 @@ func newModelWorld(cfg modelConfig) (*modelWorld, error) {
 		e := &handoff.Executor{
 			Family: w.fam, Dynamic: dyn,
 			Mapper: mapper, Build: w.build, RoleOrder: mRoles,
-			Prune: handoff.DefaultPruneOptions(), Propagation: prop, Concurrency: cfg.Concurrency,
+			Prune: mPrune(), Propagation: prop, Concurrency: cfg.Concurrency,
 		}
 		if cfg.Cache && actor != "controller" {
 			e.Cache = (*modelCache)(w)

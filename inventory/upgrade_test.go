@@ -313,9 +313,10 @@ func TestRetirementReportsWhatItLeft(t *testing.T) {
 			owners: []types.UID{crUID},
 			want: map[string][]string{
 				"Kept": keptItems,
+				// RBAC objects last.
 				"Deleted": {
-					"Delete ClusterRole.rbac.authorization.k8s.io knative-serving-certmanager: installed without an owner, listed by no other set",
 					"Delete Secret knative-serving/routing-serving-certs: installed without an owner, listed by no other set",
+					"Delete ClusterRole.rbac.authorization.k8s.io knative-serving-certmanager: installed without an owner, listed by no other set",
 				},
 				"Skipped": {
 					"Skip ConfigMap knative-serving/config-kept: annotated handoff.kube-handoff.io/on-remove=keep (detached)",
@@ -433,8 +434,8 @@ func TestDryRunListsARetirementsDeletes(t *testing.T) {
 	want := []string{
 		"patch configmaps " + old,
 		"delete configmaps " + old,
-		"delete clusterroles knative-serving-certmanager",
 		"delete secrets knative-serving/routing-serving-certs",
+		"delete clusterroles knative-serving-certmanager", // RBAC last
 		"update configmaps " + old,
 	}
 	if d := cmp.Diff(want, writes(planned)); d != "" {
