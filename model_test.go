@@ -44,6 +44,10 @@ import (
 // sets hundreds of ConfigMaps larger, so the record of what a move drops
 // comes near the 128 KiB the executor writes.
 //
+// Issue 36 added: ClusterRoles installed without an owner, so that the
+// executor deletes them itself, and the order of a Step's deletes: none
+// after an RBAC object's (order).
+//
 // CI runs thousands of walks without -race:
 //
 //	go test -run TestModel -model.seeds 3000 .

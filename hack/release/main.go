@@ -7,7 +7,7 @@
 // the usual one then serves it:
 //
 //	go run . -repo ../.. -out /tmp/proxy
-//	GOPROXY=file:///tmp/proxy,$(go env GOPROXY) GONOSUMDB=github.com/kube-handoff/handoff go get github.com/kube-handoff/handoff@v0.2.0
+//	GOPROXY=file:///tmp/proxy,$(go env GOPROXY) GONOSUMDB=github.com/kube-handoff/handoff go get github.com/kube-handoff/handoff@v0.2.1
 //
 // The releases are the lines of the versions file: a version, the commit
 // it was made from, and the go.sum hashes of its zip and its go.mod. The

@@ -17,11 +17,10 @@
 #  3. per test, a fresh control plane from internal/controlplane/cmd/serve
 #     with the operator's KnativeServing and KnativeEventing CRDs
 #     (config/crd/bases), KO_DATA_PATH the operator's cmd/operator/kodata,
-#     and, with HANDOFF_E2E_SHIPPED_RBAC=1, the RBAC of the operator's
-#     release (its Helm chart's template), under which the operator then
-#     runs as the ServiceAccount knative-operator (not yet in CI: the
-#     removal fails under it, see the README);
-#     the control plane is killed after the test.
+#     and the RBAC of the operator's release (its Helm chart's template),
+#     under which the operator runs as the ServiceAccount knative-operator
+#     (HANDOFF_E2E_ADMIN=1: as cluster-admin instead); the control plane
+#     is killed after the test.
 #
 # Usage: bash integrations/knative-operator/e2e.sh [-unpatched] [go test flags]
 #   -unpatched  the same scenarios on v0.42.2 as it is; the bounds the
@@ -32,7 +31,8 @@
 # the tests to run (space-separated; default all of them);
 # HANDOFF_E2E_PARALLEL, how many at a time (default 2); HANDOFF_E2E_TREE,
 # a patched tree run.sh -keep left (its build cache warm), used as it is
-# instead of making one with run.sh -prepare (patched only).
+# instead of making one with run.sh -prepare (patched only);
+# HANDOFF_E2E_ADMIN=1, the operator as cluster-admin, not under its RBAC.
 # Exits non-zero if a step fails or, patched, a bound does not hold.
 set -euo pipefail
 
@@ -51,7 +51,10 @@ if [ -n "${HANDOFF_E2E_TESTS:-}" ]; then
 	read -r -a tests <<<"$HANDOFF_E2E_TESTS"
 fi
 
-export GOWORK=off GOFLAGS=-mod=mod
+# -trimpath: the build cache keys a dependency by module and version,
+# vendored or not, so builds of the library and of the tree share it. The
+# caller's GOFLAGS (CI's -ldflags=-w) are kept; -mod is this script's.
+export GOWORK=off GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod -trimpath"
 
 if [ -n "${HANDOFF_E2E_TREE:-}" ]; then
 	$patched || { echo "HANDOFF_E2E_TREE is a patched tree: not with -unpatched" >&2; exit 2; }
@@ -116,7 +119,7 @@ run_test() {
 	began=$(date +%s)
 	(cd "$tree/pkg/reconciler/handoffe2e" && HANDOFF_E2E_KUBECONFIG="$kubeconfig" HANDOFF_E2E_PATCHED="$patched" \
 		HANDOFF_E2E_LOG="$log" HANDOFF_E2E_TABLE="$table" KO_DATA_PATH="$tree/cmd/operator/kodata" \
-		HANDOFF_E2E_RBAC="${HANDOFF_E2E_SHIPPED_RBAC:+$tree/config/charts/knative-operator/templates/operator.yaml}" \
+		HANDOFF_E2E_RBAC="$rbac" \
 		SYSTEM_NAMESPACE=knative-operator \
 		"$work/handoffe2e.test" -test.run "^$t\$" -test.count=1 -test.timeout 20m -test.v "$@") >"$work/test-$t.log" 2>&1 || rc=$?
 	kill "$serve" 2>/dev/null
@@ -125,6 +128,12 @@ run_test() {
 	grep -E '^(--- |PASS|FAIL|panic)|_test.go:[0-9]+:|^[[:space:]]+' "$work/test-$t.log" | head -100 || true
 	return "$rc"
 }
+
+# The operator's RBAC as its release ships it, unless HANDOFF_E2E_ADMIN=1.
+rbac=$tree/config/charts/knative-operator/templates/operator.yaml
+if [ "${HANDOFF_E2E_ADMIN:-}" = 1 ]; then
+	rbac=
+fi
 
 # The tests run $HANDOFF_E2E_PARALLEL at a time (default 2), each on its
 # own control plane: the operator's clients are rate-limited (QPS 10), so

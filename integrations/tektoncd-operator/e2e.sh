@@ -46,7 +46,10 @@ if [ "${1:-}" = "-unpatched" ]; then
 	shift
 fi
 
-export GOWORK=off GOFLAGS=-mod=mod
+# -trimpath: the build cache keys a dependency by module and version,
+# vendored or not, so builds of the library and of the tree share it. The
+# caller's GOFLAGS (CI's -ldflags=-w) are kept; -mod is this script's.
+export GOWORK=off GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod -trimpath"
 
 if [ -n "${HANDOFF_E2E_TREE:-}" ]; then
 	$patched || { echo "HANDOFF_E2E_TREE is a patched tree: not with -unpatched" >&2; exit 2; }

@@ -41,7 +41,10 @@ done
 if $unpatched && ! $prepare; then echo "-unpatched goes with -prepare" >&2; exit 2; fi
 if $byseries && $prepare; then echo "-series does not go with -prepare" >&2; exit 2; fi
 
-export GOWORK=off GOFLAGS=-mod=mod
+# -trimpath: the build cache keys a dependency by module and version,
+# vendored or not, so builds of the library and of the tree share it. The
+# caller's GOFLAGS (CI's -ldflags=-w) are kept; -mod is this script's.
+export GOWORK=off GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod -trimpath"
 # A fixed directory, emptied first: the build cache keys packages by their
 # directory, so a second run reuses the first one's builds.
 work="${TMPDIR:-/tmp}/handoff-tektoncd-operator-$version"
