@@ -46,8 +46,8 @@ if [ "${1:-}" = "-unpatched" ]; then
 	shift
 fi
 
-# -trimpath: the build cache keys a dependency by module and version,
-# vendored or not, so builds of the library and of the tree share it. The
+# -trimpath: the build cache keys a package by module and version, not by
+# the directory (or vendor/) it is built from. The
 # caller's GOFLAGS (CI's -ldflags=-w) are kept; -mod is this script's.
 export GOWORK=off GOFLAGS="${GOFLAGS:+$GOFLAGS }-mod=mod -trimpath"
 
