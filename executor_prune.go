@@ -48,22 +48,11 @@ func (r *run) prune(ctx context.Context, uid types.UID) error {
 	if err := r.prefetch(ctx, refsOf(items), false); err != nil {
 		return &SetError{Name: s.Name, Err: fmt.Errorf("prune: read what it dropped: %w", err)}
 	}
-	first, last := splitLast(items)
-	if err := r.pruneItems(ctx, s, first); err != nil {
-		return err
-	}
-	if len(last) == 0 {
-		return r.pruned(ctx, s)
-	}
 	// The RBAC objects it dropped, and the record cleared after them,
 	// wait until every other delete of the Step is done (see deletedLast).
-	r.last = append(r.last, func(ctx context.Context) error {
-		if err := r.pruneItems(ctx, s, last); err != nil {
-			return err
-		}
-		return r.pruned(ctx, s)
-	})
-	return nil
+	return r.inOrder(ctx, items,
+		func(ctx context.Context, items []Item) error { return r.pruneItems(ctx, s, items) },
+		func(ctx context.Context) error { return r.pruned(ctx, s) })
 }
 
 // pruneItems settles what the set s, which stays, dropped.

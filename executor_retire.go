@@ -176,15 +176,24 @@ func (r *run) finish(ctx context.Context, uid types.UID) error {
 	if err := r.prefetch(ctx, refsOf(obsolete), false); err != nil {
 		return &SetError{Name: s.Name, Err: fmt.Errorf("finalize: read what it lists: %w", err)}
 	}
-	first, last := splitLast(obsolete)
-	if err := r.settleObsolete(ctx, s, first); err != nil {
+	return r.inOrder(ctx, obsolete,
+		func(ctx context.Context, items []Item) error { return r.settleObsolete(ctx, s, items) },
+		func(ctx context.Context) error { return r.dropFinalizer(ctx, s) })
+}
+
+// inOrder settles items with settle, then calls then: the deletes of RBAC
+// objects among them (see deletedLast), and then after them, wait until
+// the end of the Step and run only if everything before succeeded.
+func (r *run) inOrder(ctx context.Context, items []Item, settle func(context.Context, []Item) error, then func(context.Context) error) error {
+	first, last := splitLast(items)
+	if err := settle(ctx, first); err != nil {
 		return err
 	}
 	rest := func(ctx context.Context) error {
-		if err := r.settleObsolete(ctx, s, last); err != nil {
+		if err := settle(ctx, last); err != nil {
 			return err
 		}
-		return r.dropFinalizer(ctx, s)
+		return then(ctx)
 	}
 	if len(last) == 0 {
 		return rest(ctx)
